@@ -1,0 +1,38 @@
+# lite_backend(NAME SOURCES ... [LIBS ...])
+# Registers a compiled-in backend: its sources join the library and LITE_HAVE_<NAME> is defined
+# so src/core/registry.c lists it.
+function(lite_backend name)
+  cmake_parse_arguments(B "" "" "SOURCES;LIBS" ${ARGN})
+  string(TOUPPER ${name} up)
+  set(LITE_BACKEND_SOURCES ${LITE_BACKEND_SOURCES} ${B_SOURCES} PARENT_SCOPE)
+  set(LITE_BACKEND_LIBS ${LITE_BACKEND_LIBS} ${B_LIBS} PARENT_SCOPE)
+  set(LITE_BACKEND_DEFS ${LITE_BACKEND_DEFS} LITE_HAVE_${up}=1 PARENT_SCOPE)
+  set(LITE_BACKENDS_BUILT ${LITE_BACKENDS_BUILT} ${name} PARENT_SCOPE)
+endfunction()
+
+# lite_backend_option(NAME DOC): LITE_WITH_<NAME> = AUTO | ON | OFF.
+#   AUTO builds the backend when its dependencies are found, ON fails the configure when they
+#   are not, OFF never builds it. After the dependency checks, call lite_backend_decide().
+function(lite_backend_option name doc)
+  string(TOUPPER ${name} up)
+  set(LITE_WITH_${up} AUTO CACHE STRING "${doc} (AUTO|ON|OFF)")
+  set_property(CACHE LITE_WITH_${up} PROPERTY STRINGS AUTO ON OFF)
+endfunction()
+
+# lite_backend_decide(NAME FOUND MISSING_MSG OUTVAR): sets OUTVAR to TRUE when the backend is
+# to be built; stops the configure when LITE_WITH_<NAME>=ON and FOUND is false.
+function(lite_backend_decide name found missing outvar)
+  string(TOUPPER ${name} up)
+  set(want ${LITE_WITH_${up}})
+  if(want STREQUAL "OFF")
+    message(STATUS "backend ${name}: disabled (LITE_WITH_${up}=OFF)")
+    set(${outvar} FALSE PARENT_SCOPE)
+  elseif(found)
+    set(${outvar} TRUE PARENT_SCOPE)
+  elseif(want STREQUAL "ON")
+    message(FATAL_ERROR "backend ${name}: LITE_WITH_${up}=ON but ${missing}")
+  else()
+    message(STATUS "backend ${name}: not built (${missing})")
+    set(${outvar} FALSE PARENT_SCOPE)
+  endif()
+endfunction()

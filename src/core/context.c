@@ -1,0 +1,169 @@
+/*
+ * context.c - lite_init() and lite_finalize(): resolve the config, pick and open the transport,
+ * meet the other ranks through the bootstrap, connect every pair, and tear it all down again.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctx.h"
+
+static _Thread_local char g_init_error[512];
+
+LITE_API const char *lite_init_error(void)
+{
+    return g_init_error;
+}
+
+static const char *env_lookup(const char *name, void *arg)
+{
+    return getenv(name);
+}
+
+/* How long waits poll before sleeping in the backend: polling keeps latency low while each rank
+ * has a core; sleeping keeps oversubscribed runs (more ranks than cores) moving. */
+static int64_t default_spin_ns(int world_size)
+{
+    const char *v = getenv("LITETX_SPIN_US");
+    if (v && *v) {
+        char *end;
+        long us = strtol(v, &end, 10);
+        if (*end == 0 && us >= 0 && us <= 10000000)
+            return (int64_t)us * 1000;
+    }
+    return world_size <= 2 ? 200000 : 20000;
+}
+
+static int init_fail(struct lite_ctx *ctx, int rc, const char *why)
+{
+    lite_fmt(g_init_error, sizeof(g_init_error), "%s", why);
+    LITE_ERROR("init failed: %s (%s)", why, lite_strerror(rc));
+    lite_finalize(ctx);
+    return rc;
+}
+
+LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
+{
+    char why[512] = "";
+    g_init_error[0] = 0;
+    if (!out) {
+        lite_fmt(g_init_error, sizeof(g_init_error), "lite_init: NULL output pointer");
+        return -EINVAL;
+    }
+    *out = NULL;
+    struct lite_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return -ENOMEM;
+    int rc = lite_settings_resolve(cfg, env_lookup, NULL, &ctx->s, why, sizeof(why));
+    if (rc) {
+        free(ctx);
+        lite_fmt(g_init_error, sizeof(g_init_error), "%s", why);
+        LITE_ERROR("invalid configuration: %s", why);
+        return rc;
+    }
+    lite_log_set_level(ctx->s.log_level);
+    ctx->spin_ns = default_spin_ns(ctx->s.world_size);
+    ctx->peers = calloc((size_t)ctx->s.world_size, sizeof(struct lite_peer));
+    if (!ctx->peers)
+        return init_fail(ctx, -ENOMEM, "out of memory");
+
+    size_t count;
+    const struct lite_transport_ops *const *table = lite_registry(&count);
+    const struct lite_transport_ops *chosen;
+    rc = lite_transport_select(table, count, ctx->s.transport, &chosen, why, sizeof(why));
+    if (rc)
+        return init_fail(ctx, rc, why);
+    rc = lite_transport_fill(chosen, &ctx->ops);
+    if (rc)
+        return init_fail(ctx, rc, "transport table has a wrong ABI version");
+    LITE_INFO("rank %d/%d: transport %s", ctx->s.rank, ctx->s.world_size, ctx->ops.name);
+
+    int64_t deadline = lite_deadline_ns(ctx->s.init_timeout_ms);
+    struct lite_bootstrap *bs = NULL;
+    rc = lite_bootstrap_connect(&ctx->s, deadline, &bs, why, sizeof(why));
+    if (rc)
+        return init_fail(ctx, rc, why);
+
+    char host[LITE_HOST_MAX];
+    lite_bootstrap_local_host(bs, host, sizeof(host));
+    struct lite_transport_params params = {
+        .size = sizeof(params),
+        .rank = ctx->s.rank,
+        .world_size = ctx->s.world_size,
+        .bind_host = host,
+        .core = (struct lite_core *)ctx,
+        .up = &lite_core_upcalls,
+        .log_level = ctx->s.log_level,
+    };
+    rc = ctx->ops.open(&params, &ctx->tp);
+    if (rc) {
+        lite_bootstrap_close(bs);
+        lite_fmt(why, sizeof(why), "transport %s failed to open: %s", ctx->ops.name,
+                 lite_strerror(rc));
+        return init_fail(ctx, rc, why);
+    }
+
+    uint8_t blob[LITE_TRANSPORT_ADDR_MAX];
+    size_t blob_len = sizeof(blob);
+    void **blobs = NULL;
+    size_t *lens = NULL;
+    rc = ctx->ops.addr_get(ctx->tp, blob, &blob_len);
+    if (rc)
+        lite_fmt(why, sizeof(why), "transport %s: no local address: %s", ctx->ops.name,
+                 lite_strerror(rc));
+    if (!rc)
+        rc = lite_bootstrap_allgather(bs, blob, blob_len, deadline, &blobs, &lens, why,
+                                      sizeof(why));
+    if (!rc) {
+        rc = ctx->ops.connect_all(ctx->tp, (const void *const *)blobs, lens, deadline, why,
+                                  sizeof(why));
+        lite_bootstrap_free_blobs(blobs, lens, ctx->s.world_size);
+    }
+    if (!rc)
+        rc = lite_bootstrap_barrier(bs, deadline, why, sizeof(why));
+    lite_bootstrap_close(bs);
+    if (rc)
+        return init_fail(ctx, rc, why);
+    *out = ctx;
+    return 0;
+}
+
+LITE_API int lite_finalize(lite_ctx_t *ctx)
+{
+    if (!ctx)
+        return 0;
+    int rc = 0;
+    if (ctx->tp) {
+        /* Leave together, so no rank closes a connection another still reads from. */
+        bool any_lost = false;
+        for (int i = 0; i < ctx->s.world_size; i++)
+            any_lost |= ctx->peers[i].lost;
+        if (!any_lost)
+            rc = lite_barrier(ctx, ctx->s.op_timeout_ms);
+        ctx->ops.close(ctx->tp);
+    }
+    lite_p2p_fini(ctx);
+    free(ctx->peers);
+    free(ctx);
+    return rc;
+}
+
+LITE_API int lite_rank(const lite_ctx_t *ctx)
+{
+    return ctx ? ctx->s.rank : -EINVAL;
+}
+
+LITE_API int lite_world_size(const lite_ctx_t *ctx)
+{
+    return ctx ? ctx->s.world_size : -EINVAL;
+}
+
+LITE_API const char *lite_transport_name(const lite_ctx_t *ctx)
+{
+    return ctx ? ctx->ops.name : "";
+}
+
+LITE_API const char *lite_last_error(const lite_ctx_t *ctx)
+{
+    return ctx ? ctx->last_error : "";
+}

@@ -1,0 +1,148 @@
+/*
+ * lite_int.h - internal declarations shared by the core's modules. Not installed.
+ */
+#ifndef LITE_INT_H
+#define LITE_INT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "litetx/litetx.h"
+#include "litetx/transport.h"
+
+#define LITE_HIDDEN __attribute__((visibility("hidden")))
+#define LITE_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- time (time.c) ---- */
+int64_t lite_now_ns(void); /* CLOCK_MONOTONIC */
+/* Deadline for a timeout in ms (LITE_TIMEOUT_INFINITE -> INT64_MAX). */
+int64_t lite_deadline_ns(int timeout_ms);
+/* Milliseconds left until deadline, clamped to [0, cap_ms]. */
+int lite_ms_left(int64_t deadline_ns, int cap_ms);
+
+/* ---- logging (log.c) ---- */
+void lite_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void lite_log_set_level(int level);
+int lite_log_get_level(void);
+#define LITE_ERROR(...) lite_log(LITE_LOG_ERROR, __VA_ARGS__)
+#define LITE_WARN(...) lite_log(LITE_LOG_WARN, __VA_ARGS__)
+#define LITE_INFO(...) lite_log(LITE_LOG_INFO, __VA_ARGS__)
+#define LITE_DEBUG(...) lite_log(LITE_LOG_DEBUG, __VA_ARGS__)
+
+/* ---- configuration (config.c) ---- */
+#define LITE_HOST_MAX 256
+#define LITE_NAME_MAX 32
+
+/* A fully resolved configuration: every field has a concrete value. */
+struct lite_settings {
+    int rank;
+    int world_size;
+    char root_host[LITE_HOST_MAX];
+    uint16_t root_port;
+    char transport[LITE_NAME_MAX]; /* "auto" or a name */
+    int log_level;
+    int init_timeout_ms; /* >= 0 or LITE_TIMEOUT_INFINITE */
+    int op_timeout_ms;   /* >= 0 or LITE_TIMEOUT_INFINITE */
+};
+
+/* Environment lookup, injectable so tests need not touch the process environment. */
+typedef const char *(*lite_getenv_fn)(const char *name, void *arg);
+
+/*
+ * Resolve cfg (NULL = all unset) with the precedence documented on lite_config_t. On failure
+ * returns -LITE_ERR_CONFIG and writes a message naming the key and the source into err.
+ */
+int lite_settings_resolve(const lite_config_t *cfg, lite_getenv_fn getenv_fn, void *getenv_arg,
+                          struct lite_settings *out, char *err, size_t errlen);
+
+/* Parse "host:port" or "[v6]:port"; -EINVAL on anything else. */
+int lite_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
+
+/* ---- transport registry (registry.c) ---- */
+/* The compiled-in transports, in auto-selection order (most capable first). */
+const struct lite_transport_ops *const *lite_registry(size_t *count);
+
+/*
+ * Pick a transport from `table` by name ("auto" = the first whose probe succeeds). A named
+ * transport that is absent or unusable is an error (-LITE_ERR_NO_TRANSPORT, reason in why),
+ * never a silent fallback; auto's fallbacks are logged at warn level.
+ */
+int lite_transport_select(const struct lite_transport_ops *const *table, size_t count,
+                          const char *name, const struct lite_transport_ops **out, char *why,
+                          size_t why_len);
+
+/* Copy `ops` into `out`, filling NULL ops with -ENOSYS stubs (and checking size/ABI). */
+int lite_transport_fill(const struct lite_transport_ops *ops, struct lite_transport_ops *out);
+
+/* ---- wire frames for stream transports (wire.c) ---- */
+#define LITE_WIRE_MAGIC 0x4c54u /* "LT" */
+#define LITE_WIRE_VERSION 1
+#define LITE_WIRE_HDR_LEN 24
+
+enum lite_wire_type {
+    LITE_WIRE_HELLO = 1, /* first frame on a connection: tag = sender's rank, len = 0 */
+    LITE_WIRE_MSG = 2,   /* a message: channel, tag, len, then len payload bytes */
+};
+
+/*
+ * Wire header, little-endian on the wire:
+ *   u16 magic | u8 version | u8 type | u8 channel | u8 flags | u16 reserved(0)
+ *   u64 tag | u64 len
+ */
+struct lite_wire_hdr {
+    uint8_t type;
+    uint8_t channel;
+    uint8_t flags;
+    uint64_t tag;
+    uint64_t len;
+};
+
+void lite_wire_encode(const struct lite_wire_hdr *h, uint8_t out[LITE_WIRE_HDR_LEN]);
+/* Decode and validate; -LITE_ERR_PROTOCOL with a reason for anything malformed. max_len bounds
+ * the payload length a receiver accepts. */
+int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len,
+                     struct lite_wire_hdr *h, const char **why);
+
+/* ---- bootstrap (bootstrap.c) ---- */
+struct lite_bootstrap;
+/* Rank 0 starts listening at the root address; the others connect to it, retrying until the
+ * deadline. With world_size 1 nothing is opened. */
+int lite_bootstrap_connect(const struct lite_settings *s, int64_t deadline_ns,
+                           struct lite_bootstrap **out, char *why, size_t why_len);
+/* The numeric address of this host's interface toward the root (to publish to the others). */
+int lite_bootstrap_local_host(struct lite_bootstrap *b, char *host, size_t len);
+/* Gather every rank's blob (at most LITE_TRANSPORT_ADDR_MAX bytes) at the root and send the
+ * table to all. On success blobs[r]/lens[r] hold rank r's blob (free with
+ * lite_bootstrap_free_blobs). A rank that does not arrive in time gives every rank -ETIMEDOUT
+ * with the missing ranks named in why. */
+int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t len,
+                             int64_t deadline_ns, void ***blobs, size_t **lens, char *why,
+                             size_t why_len);
+/* A barrier over the bootstrap connections (ends init). */
+int lite_bootstrap_barrier(struct lite_bootstrap *b, int64_t deadline_ns, char *why,
+                           size_t why_len);
+void lite_bootstrap_close(struct lite_bootstrap *b);
+void lite_bootstrap_free_blobs(void **blobs, size_t *lens, int n);
+
+/* ---- sockets (sock.c) ---- */
+/* Resolve host:port to a socket address (numeric or by name); -EINVAL with why on failure. */
+int lite_sock_resolve(const char *host, uint16_t port, struct sockaddr_storage *ss,
+                      socklen_t *sslen, char *why, size_t why_len);
+/* A non-blocking, close-on-exec TCP socket of `family` with TCP_NODELAY set. */
+int lite_sock_tcp(int family);
+/* Numeric host and port of a socket address. */
+void lite_sock_name(const struct sockaddr_storage *ss, char *host, size_t hostlen,
+                    uint16_t *port);
+/* Read or write exactly len bytes on a non-blocking socket before the deadline.
+ * 0, -ETIMEDOUT, -LITE_ERR_PEER_LOST (EOF or reset) or -errno. */
+int lite_sock_read_full(int fd, void *buf, size_t len, int64_t deadline_ns);
+int lite_sock_write_full(int fd, const void *buf, size_t len, int64_t deadline_ns);
+
+/* ---- utilities ---- */
+/* Write a formatted message into buf (never overflows, always terminated). */
+void lite_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif /* LITE_INT_H */

@@ -1,0 +1,565 @@
+/*
+ * p2p.c - tagged point-to-point messaging: posting, matching (exact tag per peer and channel),
+ * the unexpected queue, request completion, and the upcalls backends report through.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctx.h"
+
+int lite_fail(struct lite_ctx *ctx, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->last_error, sizeof(ctx->last_error), fmt, ap);
+    va_end(ap);
+    LITE_DEBUG("%s", ctx->last_error);
+    return code;
+}
+
+static void finish(struct lite_request *r, int error)
+{
+    r->error = error;
+    r->state = LITE_REQ_DONE;
+}
+
+void lite_request_release(struct lite_request *req)
+{
+    free(req);
+}
+
+static struct lite_request *req_new(uint8_t kind, uint8_t chan, int peer, uint64_t tag, void *buf,
+                                    size_t len)
+{
+    struct lite_request *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    r->kind = kind;
+    r->channel = chan;
+    r->peer = peer;
+    r->tag = tag;
+    r->buf = buf;
+    r->len = len;
+    r->state = LITE_REQ_POSTED;
+    return r;
+}
+
+static struct lite_request *take_posted(struct lite_peer *p, uint8_t chan, uint64_t tag)
+{
+    struct lite_request **pp = &p->posted[chan];
+    for (; *pp; pp = &(*pp)->next) {
+        if ((*pp)->tag == tag) {
+            struct lite_request *hit = *pp;
+            *pp = hit->next;
+            hit->next = NULL;
+            return hit;
+        }
+    }
+    return NULL;
+}
+
+static struct lite_unexp *find_unexp(struct lite_peer *p, uint8_t chan, uint64_t tag)
+{
+    for (struct lite_unexp *u = p->unexp[chan]; u; u = u->next)
+        if (u->tag == tag && !u->claimed)
+            return u;
+    return NULL;
+}
+
+static void unlink_unexp(struct lite_peer *p, struct lite_unexp *u)
+{
+    struct lite_unexp **pp = &p->unexp[u->channel];
+    while (*pp && *pp != u)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = u->next;
+    u->next = NULL;
+}
+
+static void append_posted(struct lite_peer *p, struct lite_request *r)
+{
+    struct lite_request **pp = &p->posted[r->channel];
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = r;
+}
+
+static void append_unexp(struct lite_peer *p, struct lite_unexp *u)
+{
+    struct lite_unexp **pp = &p->unexp[u->channel];
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = u;
+}
+
+/* Deliver a complete unexpected message into a receive. */
+static void deliver_unexp(struct lite_request *r, struct lite_unexp *u)
+{
+    if (u->len > r->len) {
+        r->bytes = 0;
+        finish(r, -LITE_ERR_TRUNCATED);
+    } else {
+        if (u->len)
+            memcpy(r->buf, u->data, u->len);
+        r->bytes = u->len;
+        finish(r, 0);
+    }
+    free(u->data);
+    free(u);
+}
+
+/* ---- upcalls ---- */
+
+/* The token of a receive tells recv_end whether it filled a request or an unexpected buffer. */
+#define TOKEN_UNEXP ((uintptr_t)1)
+
+static int up_recv_begin(struct lite_core *core, int peer, const struct lite_msg_hdr *hdr,
+                         void **dst, void **token)
+{
+    struct lite_ctx *ctx = (struct lite_ctx *)core;
+    if (peer < 0 || peer >= ctx->s.world_size || hdr->channel >= LITE_CHAN_COUNT)
+        return -LITE_ERR_PROTOCOL;
+    struct lite_peer *p = &ctx->peers[peer];
+    uint8_t ch = hdr->channel;
+    /* Tags from a peer strictly increase per channel; anything else is a broken or hostile peer. */
+    if (p->rcvd_any[ch] && hdr->tag <= p->last_rcvd_tag[ch]) {
+        lite_fail(ctx, -LITE_ERR_PROTOCOL,
+                  "rank %d sent tag %#llx after %#llx on channel %u: tags must increase", peer,
+                  (unsigned long long)hdr->tag, (unsigned long long)p->last_rcvd_tag[ch], ch);
+        return -LITE_ERR_PROTOCOL;
+    }
+    p->rcvd_any[ch] = true;
+    p->last_rcvd_tag[ch] = hdr->tag;
+
+    struct lite_request *r = take_posted(p, ch, hdr->tag);
+    if (r) {
+        r->state = LITE_REQ_ACTIVE;
+        if (hdr->len > r->len) {
+            r->truncated = true;
+            *dst = NULL; /* the backend discards the payload */
+        } else {
+            *dst = r->buf;
+        }
+        r->bytes = hdr->len;
+        *token = r;
+    } else {
+        struct lite_unexp *u = calloc(1, sizeof(*u));
+        void *data = hdr->len ? malloc(hdr->len) : NULL;
+        if (!u || (hdr->len && !data)) {
+            free(u);
+            free(data);
+            lite_fail(ctx, -ENOMEM, "no memory for an unexpected %llu-byte message from rank %d",
+                      (unsigned long long)hdr->len, peer);
+            return -ENOMEM;
+        }
+        u->tag = hdr->tag;
+        u->channel = ch;
+        u->len = hdr->len;
+        u->data = data;
+        append_unexp(p, u);
+        *dst = data;
+        *token = (void *)((uintptr_t)u | TOKEN_UNEXP);
+    }
+    p->rx_token = *token;
+    return 0;
+}
+
+static void up_recv_end(struct lite_core *core, int peer, void *token)
+{
+    struct lite_ctx *ctx = (struct lite_ctx *)core;
+    ctx->peers[peer].rx_token = NULL;
+    if ((uintptr_t)token & TOKEN_UNEXP) {
+        struct lite_unexp *u = (struct lite_unexp *)((uintptr_t)token & ~TOKEN_UNEXP);
+        u->complete = true;
+        if (u->claimed) {
+            /* A receive was posted while the payload was arriving: hand it over now. */
+            struct lite_request *r = u->claimed;
+            r->waiting_on = NULL;
+            unlink_unexp(&ctx->peers[peer], u);
+            deliver_unexp(r, u);
+        }
+        return;
+    }
+    struct lite_request *r = token;
+    if (r->truncated) {
+        r->bytes = 0;
+        finish(r, -LITE_ERR_TRUNCATED);
+    } else {
+        finish(r, 0);
+    }
+}
+
+static void up_send_done(struct lite_core *core, void *op, int status)
+{
+    struct lite_request *r = op;
+    if (status == 0)
+        r->bytes = r->len;
+    finish(r, status);
+}
+
+static void fail_list(struct lite_request **head, int code)
+{
+    while (*head) {
+        struct lite_request *r = *head;
+        *head = r->next;
+        r->next = NULL;
+        finish(r, code);
+    }
+}
+
+static void up_peer_failed(struct lite_core *core, int peer, int status, const char *why)
+{
+    struct lite_ctx *ctx = (struct lite_ctx *)core;
+    struct lite_peer *p = &ctx->peers[peer];
+    if (p->lost)
+        return;
+    p->lost = true;
+    p->lost_code = status ? status : -LITE_ERR_PEER_LOST;
+    lite_fmt(p->lost_why, sizeof(p->lost_why), "%s", why ? why : "connection lost");
+    LITE_WARN("rank %d: lost rank %d: %s", ctx->s.rank, peer, p->lost_why);
+    lite_fail(ctx, p->lost_code, "rank %d lost: %s", peer, p->lost_why);
+
+    /* The message that was arriving is lost with its peer. */
+    void *tok = p->rx_token;
+    p->rx_token = NULL;
+    if (tok && ((uintptr_t)tok & TOKEN_UNEXP)) {
+        struct lite_unexp *u = (struct lite_unexp *)((uintptr_t)tok & ~TOKEN_UNEXP);
+        unlink_unexp(p, u);
+        if (u->claimed) {
+            u->claimed->waiting_on = NULL;
+            finish(u->claimed, p->lost_code);
+        }
+        free(u->data);
+        free(u);
+    } else if (tok) {
+        finish((struct lite_request *)tok, p->lost_code);
+    }
+    for (int ch = 0; ch < LITE_CHAN_COUNT; ch++)
+        fail_list(&p->posted[ch], p->lost_code);
+}
+
+const struct lite_core_upcalls lite_core_upcalls = {
+    .size = sizeof(struct lite_core_upcalls),
+    .recv_begin = up_recv_begin,
+    .recv_end = up_recv_end,
+    .send_done = up_send_done,
+    .peer_failed = up_peer_failed,
+};
+
+/* ---- posting ---- */
+
+static int check_peer(struct lite_ctx *ctx, int peer, const char *op)
+{
+    if (peer < 0 || peer >= ctx->s.world_size)
+        return lite_fail(ctx, -EINVAL, "%s: peer %d out of range (world size %d)", op, peer,
+                         ctx->s.world_size);
+    return 0;
+}
+
+/* A send to this rank goes straight through the matching code, as if it had arrived. */
+static int send_self(struct lite_ctx *ctx, uint8_t chan, uint64_t tag, const void *buf,
+                     size_t len, struct lite_request *r)
+{
+    struct lite_msg_hdr h = {.tag = tag, .len = len, .channel = chan};
+    void *dst, *token;
+    int rc = up_recv_begin((struct lite_core *)ctx, ctx->s.rank, &h, &dst, &token);
+    if (rc)
+        return rc;
+    if (dst && len)
+        memcpy(dst, buf, len);
+    up_recv_end((struct lite_core *)ctx, ctx->s.rank, token);
+    r->bytes = len;
+    finish(r, 0);
+    return 0;
+}
+
+int lite_post_send(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, const void *buf,
+                   size_t len, struct lite_request **out)
+{
+    int rc = check_peer(ctx, peer, "send");
+    if (rc)
+        return rc;
+    if (!buf && len)
+        return lite_fail(ctx, -EINVAL, "send: NULL buffer with length %zu", len);
+    struct lite_peer *p = &ctx->peers[peer];
+    if (p->lost)
+        return lite_fail(ctx, p->lost_code, "send to rank %d: peer lost earlier: %s", peer,
+                         p->lost_why);
+    if (p->sent_any[chan] && tag <= p->last_sent_tag[chan])
+        return lite_fail(ctx, -LITE_ERR_TAG_ORDER,
+                         "send to rank %d: tag %#llx is not greater than the previous %#llx", peer,
+                         (unsigned long long)tag, (unsigned long long)p->last_sent_tag[chan]);
+    struct lite_request *r = req_new(LITE_REQ_SEND, chan, peer, tag, (void *)buf, len);
+    if (!r)
+        return lite_fail(ctx, -ENOMEM, "send: out of memory");
+    if (peer == ctx->s.rank) {
+        rc = send_self(ctx, chan, tag, buf, len, r);
+    } else {
+        struct lite_msg_hdr h = {.tag = tag, .len = len, .channel = chan};
+        rc = ctx->ops.msg_send(ctx->tp, peer, &h, buf, r);
+    }
+    if (rc) {
+        free(r);
+        if (rc == -ENOSYS)
+            return lite_fail(ctx, rc, "send is not supported by transport %s", ctx->ops.name);
+        return lite_fail(ctx, rc, "send to rank %d failed: %s", peer, lite_strerror(rc));
+    }
+    p->sent_any[chan] = true;
+    p->last_sent_tag[chan] = tag;
+    *out = r;
+    return 0;
+}
+
+int lite_post_recv(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, void *buf,
+                   size_t len, struct lite_request **out)
+{
+    int rc = check_peer(ctx, peer, "recv");
+    if (rc)
+        return rc;
+    if (!buf && len)
+        return lite_fail(ctx, -EINVAL, "recv: NULL buffer with length %zu", len);
+    struct lite_peer *p = &ctx->peers[peer];
+    struct lite_request *r = req_new(LITE_REQ_RECV, chan, peer, tag, buf, len);
+    if (!r)
+        return lite_fail(ctx, -ENOMEM, "recv: out of memory");
+    struct lite_unexp *u = find_unexp(p, chan, tag);
+    if (u) {
+        if (u->complete) {
+            unlink_unexp(p, u);
+            deliver_unexp(r, u);
+        } else {
+            /* Still arriving: it stays queued (so a lost peer can fail it) until recv_end. */
+            u->claimed = r;
+            r->waiting_on = u;
+            r->state = LITE_REQ_ACTIVE;
+        }
+    } else if (p->lost) {
+        free(r);
+        return lite_fail(ctx, p->lost_code, "recv from rank %d: peer lost earlier: %s", peer,
+                         p->lost_why);
+    } else {
+        append_posted(p, r);
+    }
+    *out = r;
+    return 0;
+}
+
+/* ---- waiting ---- */
+
+/* One round of progress: poll the backend, or sleep in it up to sleep_ms. */
+static int progress_once(struct lite_ctx *ctx, int sleep_ms)
+{
+    int rc = ctx->ops.progress(ctx->tp, sleep_ms);
+    if (rc < 0)
+        return lite_fail(ctx, rc, "transport %s progress failed: %s", ctx->ops.name,
+                         lite_strerror(rc));
+    return rc;
+}
+
+int lite_wait_all(struct lite_ctx *ctx, struct lite_request **reqs, int n, int64_t deadline_ns)
+{
+    int64_t spin_until = lite_now_ns() + ctx->spin_ns;
+    int first_err = 0;
+    for (;;) {
+        int pending = 0;
+        const struct lite_request *stuck = NULL;
+        for (int i = 0; i < n; i++) {
+            struct lite_request *r = reqs[i];
+            if (!r)
+                continue;
+            if (r->state == LITE_REQ_DONE) {
+                if (r->error && !first_err) {
+                    first_err = r->error;
+                    lite_fail(ctx, r->error, "%s rank %d (tag %#llx): %s",
+                              r->kind == LITE_REQ_SEND ? "send to" : "recv from", r->peer,
+                              (unsigned long long)r->tag, lite_strerror(r->error));
+                }
+                free(r);
+                reqs[i] = NULL;
+            } else {
+                pending++;
+                stuck = stuck ? stuck : r;
+            }
+        }
+        if (!pending)
+            return first_err;
+        int64_t now = lite_now_ns();
+        if (now >= deadline_ns)
+            return lite_fail(ctx, -ETIMEDOUT,
+                             "timed out: %d operation(s) pending, first: %s rank %d (tag %#llx)",
+                             pending, stuck->kind == LITE_REQ_SEND ? "send to" : "recv from",
+                             stuck->peer, (unsigned long long)stuck->tag);
+        int sleep_ms = now < spin_until ? 0 : lite_ms_left(deadline_ns, 100);
+        int rc = progress_once(ctx, sleep_ms);
+        if (rc < 0)
+            return rc;
+    }
+}
+
+void lite_p2p_fini(struct lite_ctx *ctx)
+{
+    if (!ctx->peers)
+        return;
+    for (int i = 0; i < ctx->s.world_size; i++) {
+        struct lite_peer *p = &ctx->peers[i];
+        for (int ch = 0; ch < LITE_CHAN_COUNT; ch++) {
+            while (p->unexp[ch]) {
+                struct lite_unexp *u = p->unexp[ch];
+                p->unexp[ch] = u->next;
+                free(u->data);
+                free(u);
+            }
+            while (p->posted[ch]) {
+                struct lite_request *r = p->posted[ch];
+                p->posted[ch] = r->next;
+                free(r);
+            }
+        }
+    }
+}
+
+/* ---- public API ---- */
+
+#define CHECK_CTX(ctx)                                                                             \
+    do {                                                                                           \
+        if (!(ctx))                                                                                \
+            return -EINVAL;                                                                        \
+    } while (0)
+
+LITE_API int lite_isend(lite_ctx_t *ctx, int peer, uint64_t tag, const void *buf, size_t len,
+                        lite_request_t **req)
+{
+    CHECK_CTX(ctx);
+    if (!req)
+        return lite_fail(ctx, -EINVAL, "isend: NULL request pointer");
+    return lite_post_send(ctx, LITE_CHAN_USER, peer, tag, buf, len, req);
+}
+
+LITE_API int lite_irecv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size_t len,
+                        lite_request_t **req)
+{
+    CHECK_CTX(ctx);
+    if (!req)
+        return lite_fail(ctx, -EINVAL, "irecv: NULL request pointer");
+    return lite_post_recv(ctx, LITE_CHAN_USER, peer, tag, buf, len, req);
+}
+
+static int64_t op_deadline(struct lite_ctx *ctx, int timeout_ms)
+{
+    return lite_deadline_ns(timeout_ms == LITE_TIMEOUT_DEFAULT ? ctx->s.op_timeout_ms
+                                                               : timeout_ms);
+}
+
+static void fill_status(const struct lite_request *r, lite_status_t *st)
+{
+    if (!st)
+        return;
+    st->peer = r->peer;
+    st->tag = r->tag;
+    st->bytes = r->bytes;
+    st->error = r->error;
+}
+
+LITE_API int lite_test(lite_ctx_t *ctx, lite_request_t *req, lite_status_t *status)
+{
+    CHECK_CTX(ctx);
+    if (!req)
+        return lite_fail(ctx, -EINVAL, "test: NULL request");
+    if (req->state != LITE_REQ_DONE) {
+        int rc = progress_once(ctx, 0);
+        if (rc < 0)
+            return rc;
+        if (req->state != LITE_REQ_DONE)
+            return 0;
+    }
+    fill_status(req, status);
+    int err = req->error;
+    free(req);
+    return err ? err : 1;
+}
+
+LITE_API int lite_wait(lite_ctx_t *ctx, lite_request_t *req, int timeout_ms, lite_status_t *status)
+{
+    CHECK_CTX(ctx);
+    if (!req)
+        return lite_fail(ctx, -EINVAL, "wait: NULL request");
+    int64_t deadline = op_deadline(ctx, timeout_ms);
+    int64_t spin_until = lite_now_ns() + ctx->spin_ns;
+    while (req->state != LITE_REQ_DONE) {
+        int64_t now = lite_now_ns();
+        if (now >= deadline)
+            return lite_fail(ctx, -ETIMEDOUT, "wait: %s rank %d (tag %#llx) timed out",
+                             req->kind == LITE_REQ_SEND ? "send to" : "recv from", req->peer,
+                             (unsigned long long)req->tag);
+        int rc = progress_once(ctx, now < spin_until ? 0 : lite_ms_left(deadline, 100));
+        if (rc < 0)
+            return rc;
+    }
+    fill_status(req, status);
+    int err = req->error;
+    if (err)
+        lite_fail(ctx, err, "%s rank %d (tag %#llx): %s",
+                  req->kind == LITE_REQ_SEND ? "send to" : "recv from", req->peer,
+                  (unsigned long long)req->tag, lite_strerror(err));
+    free(req);
+    return err;
+}
+
+LITE_API int lite_cancel(lite_ctx_t *ctx, lite_request_t *req)
+{
+    CHECK_CTX(ctx);
+    if (!req)
+        return -EINVAL;
+    if (req->state == LITE_REQ_DONE) {
+        free(req);
+        return 0;
+    }
+    if (req->kind != LITE_REQ_RECV || req->state != LITE_REQ_POSTED)
+        return lite_fail(ctx, -EBUSY, "cancel: the request is already moving data");
+    struct lite_peer *p = &ctx->peers[req->peer];
+    struct lite_request **pp = &p->posted[req->channel];
+    while (*pp && *pp != req)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = req->next;
+    free(req);
+    return 0;
+}
+
+LITE_API int lite_send(lite_ctx_t *ctx, int peer, uint64_t tag, const void *buf, size_t len,
+                       int timeout_ms)
+{
+    lite_request_t *r;
+    int rc = lite_isend(ctx, peer, tag, buf, len, &r);
+    if (rc)
+        return rc;
+    rc = lite_wait(ctx, r, timeout_ms, NULL);
+    if (rc == -ETIMEDOUT)
+        lite_cancel(ctx, r); /* -EBUSY: the backend still owns it; the peer's loss frees it */
+    return rc;
+}
+
+LITE_API int lite_recv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size_t len,
+                       size_t *received, int timeout_ms)
+{
+    lite_request_t *r;
+    lite_status_t st = {0};
+    int rc = lite_irecv(ctx, peer, tag, buf, len, &r);
+    if (rc)
+        return rc;
+    rc = lite_wait(ctx, r, timeout_ms, &st);
+    if (rc == -ETIMEDOUT)
+        lite_cancel(ctx, r);
+    if (received)
+        *received = rc ? 0 : st.bytes;
+    return rc;
+}
+
+LITE_API int lite_progress(lite_ctx_t *ctx)
+{
+    CHECK_CTX(ctx);
+    int rc = progress_once(ctx, 0);
+    return rc < 0 ? rc : 0;
+}

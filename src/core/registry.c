@@ -1,0 +1,162 @@
+/*
+ * registry.c - the ordered table of compiled-in transports, selection with fallback, and the
+ * -ENOSYS defaults for ops a backend leaves NULL.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lite_int.h"
+
+/* Each backend exports one ops table; the table order is the "auto" preference order. */
+#ifdef LITE_HAVE_RDMA
+extern const struct lite_transport_ops lite_rdma_ops;
+#endif
+#ifdef LITE_HAVE_EFA
+extern const struct lite_transport_ops lite_efa_ops;
+#endif
+#ifdef LITE_HAVE_QUIC
+extern const struct lite_transport_ops lite_quic_ops;
+#endif
+#ifdef LITE_HAVE_TCP
+extern const struct lite_transport_ops lite_tcp_ops;
+#endif
+
+static const struct lite_transport_ops *const g_table[] = {
+#ifdef LITE_HAVE_RDMA
+    &lite_rdma_ops,
+#endif
+#ifdef LITE_HAVE_EFA
+    &lite_efa_ops,
+#endif
+#ifdef LITE_HAVE_TCP
+    &lite_tcp_ops,
+#endif
+#ifdef LITE_HAVE_QUIC
+    /* Encrypted and slower: only when asked for by name or nothing else works. */
+    &lite_quic_ops,
+#endif
+};
+
+const struct lite_transport_ops *const *lite_registry(size_t *count)
+{
+    *count = LITE_ARRAY_LEN(g_table);
+    return g_table;
+}
+
+static int probe_one(const struct lite_transport_ops *ops, char *why, size_t why_len)
+{
+    if (!ops->probe)
+        return 0;
+    why[0] = '\0';
+    return ops->probe(why, why_len);
+}
+
+int lite_transport_select(const struct lite_transport_ops *const *table, size_t count,
+                          const char *name, const struct lite_transport_ops **out, char *why,
+                          size_t why_len)
+{
+    char reason[256];
+    *out = NULL;
+    if (!name || strcmp(name, "auto") == 0) {
+        for (size_t i = 0; i < count; i++) {
+            int rc = probe_one(table[i], reason, sizeof(reason));
+            if (rc == 0) {
+                *out = table[i];
+                return 0;
+            }
+            LITE_WARN("transport auto: %s not usable (%s), falling back", table[i]->name,
+                      reason[0] ? reason : lite_strerror(rc));
+        }
+        lite_fmt(why, why_len, "transport auto: no compiled-in transport is usable on this host");
+        return -LITE_ERR_NO_TRANSPORT;
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (strcmp(table[i]->name, name) != 0)
+            continue;
+        int rc = probe_one(table[i], reason, sizeof(reason));
+        if (rc != 0) {
+            lite_fmt(why, why_len, "transport %s is not usable on this host: %s", name,
+                     reason[0] ? reason : lite_strerror(rc));
+            return -LITE_ERR_NO_TRANSPORT;
+        }
+        *out = table[i];
+        return 0;
+    }
+    char list[128] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < count && used < sizeof(list); i++)
+        used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
+                                 table[i]->name);
+    lite_fmt(why, why_len, "transport %s is not compiled into this liblitetx (built with: %s)",
+             name, count ? list : "none");
+    return -LITE_ERR_NO_TRANSPORT;
+}
+
+/* ---- -ENOSYS defaults ---- */
+
+static int nosys_probe(char *why, size_t why_len)
+{
+    return 0;
+}
+static int nosys_open(const struct lite_transport_params *p, struct lite_transport **out)
+{
+    return -ENOSYS;
+}
+static void nosys_close(struct lite_transport *tp)
+{
+}
+static int nosys_addr_get(struct lite_transport *tp, void *blob, size_t *len)
+{
+    return -ENOSYS;
+}
+static int nosys_connect_all(struct lite_transport *tp, const void *const *blobs,
+                             const size_t *lens, int64_t deadline_ns, char *why, size_t why_len)
+{
+    return -ENOSYS;
+}
+static int nosys_msg_send(struct lite_transport *tp, int peer, const struct lite_msg_hdr *hdr,
+                          const void *payload, void *op)
+{
+    return -ENOSYS;
+}
+static int nosys_progress(struct lite_transport *tp, int timeout_ms)
+{
+    return -ENOSYS;
+}
+
+int lite_transport_fill(const struct lite_transport_ops *ops, struct lite_transport_ops *out)
+{
+    if (ops->abi_version != LITE_TRANSPORT_ABI_VERSION || ops->size < offsetof(struct lite_transport_ops, probe))
+        return -EINVAL;
+    static const struct lite_transport_ops defaults = {
+        .size = sizeof(struct lite_transport_ops),
+        .abi_version = LITE_TRANSPORT_ABI_VERSION,
+        .probe = nosys_probe,
+        .open = nosys_open,
+        .close = nosys_close,
+        .addr_get = nosys_addr_get,
+        .connect_all = nosys_connect_all,
+        .msg_send = nosys_msg_send,
+        .progress = nosys_progress,
+    };
+    *out = defaults;
+    /* A backend built against an older, shorter table keeps the defaults for the newer ops. */
+    size_t n = ops->size < sizeof(*out) ? ops->size : sizeof(*out);
+    struct lite_transport_ops tmp = defaults;
+    memcpy(&tmp, ops, n);
+    out->name = tmp.name;
+    out->caps = tmp.caps;
+#define TAKE(f)                                                                                    \
+    if (tmp.f)                                                                                     \
+    out->f = tmp.f
+    TAKE(probe);
+    TAKE(open);
+    TAKE(close);
+    TAKE(addr_get);
+    TAKE(connect_all);
+    TAKE(msg_send);
+    TAKE(progress);
+#undef TAKE
+    return 0;
+}

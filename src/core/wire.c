@@ -1,0 +1,74 @@
+/* wire.c - the frame header that stream transports (TCP, QUIC) put before every message. */
+#include <string.h>
+
+#include "lite_int.h"
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+void lite_wire_encode(const struct lite_wire_hdr *h, uint8_t out[LITE_WIRE_HDR_LEN])
+{
+    put16(out, LITE_WIRE_MAGIC);
+    out[2] = LITE_WIRE_VERSION;
+    out[3] = h->type;
+    out[4] = h->channel;
+    out[5] = h->flags;
+    put16(out + 6, 0);
+    put64(out + 8, h->tag);
+    put64(out + 16, h->len);
+}
+
+int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len,
+                     struct lite_wire_hdr *h, const char **why)
+{
+    const char *w = NULL;
+    if (get16(in) != LITE_WIRE_MAGIC)
+        w = "bad magic (not a liblitetx peer)";
+    else if (in[2] != LITE_WIRE_VERSION)
+        w = "unsupported wire version";
+    else if (in[3] != LITE_WIRE_HELLO && in[3] != LITE_WIRE_MSG)
+        w = "unknown frame type";
+    else if (in[4] >= LITE_CHAN_COUNT)
+        w = "unknown channel";
+    else if (in[5] != 0 || get16(in + 6) != 0)
+        w = "reserved bits set";
+    if (!w) {
+        h->type = in[3];
+        h->channel = in[4];
+        h->flags = in[5];
+        h->tag = get64(in + 8);
+        h->len = get64(in + 16);
+        if (h->type == LITE_WIRE_HELLO && h->len != 0)
+            w = "hello frame with payload";
+        else if (h->len > max_len)
+            w = "payload length over the limit";
+    }
+    if (w) {
+        if (why)
+            *why = w;
+        return -LITE_ERR_PROTOCOL;
+    }
+    return 0;
+}

@@ -1,0 +1,735 @@
+/*
+ * tcp.c - the TCP transport: one connection per pair of ranks, non-blocking sockets driven by
+ * epoll from inside progress(), length-prefixed frames (src/core/wire.c), TCP_NODELAY, vectored
+ * sends that gather queued messages, and receives that land straight in the caller's buffer
+ * for large payloads.
+ *
+ * Connections are made deterministically: rank i connects to every rank j < i and accepts from
+ * every j > i; the first frame on each is a HELLO naming the connecting rank. The listening socket
+ * stays open after init so that stray or hostile connections are read, refused and logged rather
+ * than left to time out in the kernel's backlog.
+ *
+ * LITETX_TCP_PORT=<base> makes rank r listen on port base + r (for firewalls); default: any port.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "lite_int.h"
+
+#define STAGE_SIZE (256 * 1024)
+#define DIRECT_MIN (32 * 1024) /* a payload remainder this large is read straight into place */
+#define MAX_IOV 64
+#define MAX_PAYLOAD (1ull << 40)
+#define CLOSE_DRAIN_MS 2000
+#define MAX_PENDING 16 /* accepted connections that have not said HELLO yet */
+
+struct tx_op {
+    struct tx_op *next;
+    uint8_t hdr[LITE_WIRE_HDR_LEN];
+    const uint8_t *payload;
+    size_t len;  /* payload bytes */
+    size_t done; /* bytes of hdr + payload written so far */
+    void *op;    /* the core's op, NULL for internal frames */
+};
+
+enum rx_state { RX_HDR = 0, RX_PAYLOAD = 1 };
+
+struct conn {
+    int fd;
+    int peer; /* -1 while a new connection has not said HELLO */
+    bool dead;
+    bool eof;
+    bool out_armed;
+    struct tx_op *txq, *txq_tail;
+    uint8_t *stage;
+    size_t lo, hi;
+    uint8_t rx_state;
+    uint8_t *dst; /* NULL while discarding */
+    uint64_t remaining;
+    void *token;
+    char desc[64];
+};
+
+struct lite_transport {
+    int rank, world;
+    struct lite_core *core;
+    const struct lite_core_upcalls *up;
+    int epfd;
+    int listen_fd;
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    struct conn *conns;                 /* by peer rank */
+    struct conn *pending[MAX_PENDING];  /* accepted, not yet identified */
+    bool closing;
+    struct tx_op *free_ops;
+};
+
+/* epoll data: conns by pointer, the listener by this marker. */
+static char listener_marker;
+
+static struct tx_op *op_get(struct lite_transport *t)
+{
+    struct tx_op *o = t->free_ops;
+    if (o) {
+        t->free_ops = o->next;
+        return o;
+    }
+    return malloc(sizeof(*o));
+}
+
+static void op_put(struct lite_transport *t, struct tx_op *o)
+{
+    o->next = t->free_ops;
+    t->free_ops = o;
+}
+
+static int tcp_probe(char *why, size_t why_len)
+{
+    return 0; /* TCP works wherever there are sockets */
+}
+
+static void ep_set(struct lite_transport *t, struct conn *c, bool want_out)
+{
+    struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.ptr = c};
+    epoll_ctl(t->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    c->out_armed = want_out;
+}
+
+/* The connection is unusable: fail its queued sends and tell the core once. */
+static void conn_fail(struct lite_transport *t, struct conn *c, int code, const char *why)
+{
+    if (c->dead)
+        return;
+    c->dead = true;
+    if (c->fd >= 0) {
+        epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        close(c->fd);
+        c->fd = -1;
+    }
+    while (c->txq) {
+        struct tx_op *o = c->txq;
+        c->txq = o->next;
+        if (o->op)
+            t->up->send_done(t->core, o->op, code);
+        op_put(t, o);
+    }
+    c->txq_tail = NULL;
+    if (c->peer >= 0 && !t->closing)
+        t->up->peer_failed(t->core, c->peer, code, why);
+}
+
+/* Write as much of the queue as the socket takes, gathering several frames per call. */
+static void conn_flush(struct lite_transport *t, struct conn *c)
+{
+    while (c->txq && !c->dead) {
+        struct iovec iov[MAX_IOV];
+        int n = 0;
+        for (struct tx_op *o = c->txq; o && n + 2 <= MAX_IOV; o = o->next) {
+            size_t skip = o->done;
+            if (skip < LITE_WIRE_HDR_LEN) {
+                iov[n].iov_base = o->hdr + skip;
+                iov[n++].iov_len = LITE_WIRE_HDR_LEN - skip;
+                skip = 0;
+            } else {
+                skip -= LITE_WIRE_HDR_LEN;
+            }
+            if (o->len > skip) {
+                iov[n].iov_base = (void *)(o->payload + skip);
+                iov[n++].iov_len = o->len - skip;
+            }
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                if (!c->out_armed)
+                    ep_set(t, c, true);
+                return;
+            }
+            char why[96];
+            lite_fmt(why, sizeof(why), "send to %s failed: %s", c->desc, strerror(errno));
+            conn_fail(t, c, -LITE_ERR_PEER_LOST, why);
+            return;
+        }
+        size_t left = (size_t)w;
+        while (c->txq && left > 0) {
+            struct tx_op *o = c->txq;
+            size_t total = LITE_WIRE_HDR_LEN + o->len, need = total - o->done;
+            if (left < need) {
+                o->done += left;
+                left = 0;
+                break;
+            }
+            left -= need;
+            c->txq = o->next;
+            if (!c->txq)
+                c->txq_tail = NULL;
+            void *op = o->op;
+            op_put(t, o);
+            if (op)
+                t->up->send_done(t->core, op, 0);
+        }
+    }
+    if (!c->txq && c->out_armed && !c->dead)
+        ep_set(t, c, false);
+}
+
+static int enqueue(struct lite_transport *t, struct conn *c, const struct lite_wire_hdr *h,
+                   const void *payload, void *op)
+{
+    struct tx_op *o = op_get(t);
+    if (!o)
+        return -ENOMEM;
+    lite_wire_encode(h, o->hdr);
+    o->payload = payload;
+    o->len = h->len;
+    o->done = 0;
+    o->op = op;
+    o->next = NULL;
+    bool was_empty = c->txq == NULL;
+    if (c->txq_tail)
+        c->txq_tail->next = o;
+    else
+        c->txq = o;
+    c->txq_tail = o;
+    if (was_empty)
+        conn_flush(t, c); /* latency: try to send now rather than on the next progress */
+    return 0;
+}
+
+static int tcp_msg_send(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
+                        const void *payload, void *op)
+{
+    if (peer < 0 || peer >= t->world || peer == t->rank)
+        return -EINVAL;
+    struct conn *c = &t->conns[peer];
+    if (c->dead || c->fd < 0)
+        return -LITE_ERR_PEER_LOST;
+    struct lite_wire_hdr h = {
+        .type = LITE_WIRE_MSG, .channel = hdr->channel, .tag = hdr->tag, .len = hdr->len};
+    return enqueue(t, c, &h, payload, op);
+}
+
+/* ---- receiving ---- */
+
+/* A HELLO on a new connection: adopt it as peer `rank`'s connection if that makes sense. */
+static int adopt(struct lite_transport *t, struct conn *pc, uint64_t rank, const char **why)
+{
+    if (rank >= (uint64_t)t->world || (int)rank <= t->rank) {
+        *why = "hello from a rank that should not connect to this one";
+        return -LITE_ERR_PROTOCOL;
+    }
+    struct conn *c = &t->conns[rank];
+    if (c->fd >= 0 || c->dead) {
+        *why = "second connection from the same rank";
+        return -LITE_ERR_PROTOCOL;
+    }
+    /* Move the socket and whatever was already read into the peer's slot. */
+    uint8_t *stage = c->stage;
+    *c = *pc;
+    c->peer = (int)rank;
+    lite_fmt(c->desc, sizeof(c->desc), "rank %d", c->peer);
+    pc->fd = -1;
+    pc->stage = stage;
+    pc->lo = pc->hi = 0;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    epoll_ctl(t->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    return 1;
+}
+
+/* Parse what is staged. Returns 0, 1 when the connection moved (adopt), or a negative code. */
+static int parse_stage(struct lite_transport *t, struct conn *c, const char **why)
+{
+    while (c->lo < c->hi) {
+        if (c->rx_state == RX_PAYLOAD) {
+            size_t k = c->hi - c->lo;
+            if (k > c->remaining)
+                k = (size_t)c->remaining;
+            if (c->dst) {
+                memcpy(c->dst, c->stage + c->lo, k);
+                c->dst += k;
+            }
+            c->lo += k;
+            c->remaining -= k;
+            if (c->remaining == 0) {
+                c->rx_state = RX_HDR;
+                t->up->recv_end(t->core, c->peer, c->token);
+            }
+            continue;
+        }
+        if (c->hi - c->lo < LITE_WIRE_HDR_LEN)
+            break;
+        struct lite_wire_hdr h;
+        int rc = lite_wire_decode(c->stage + c->lo, MAX_PAYLOAD, &h, why);
+        if (rc)
+            return rc;
+        c->lo += LITE_WIRE_HDR_LEN;
+        if (h.type == LITE_WIRE_HELLO) {
+            if (c->peer >= 0) {
+                *why = "hello on an established connection";
+                return -LITE_ERR_PROTOCOL;
+            }
+            return adopt(t, c, h.tag, why);
+        }
+        if (c->peer < 0) {
+            *why = "message before hello";
+            return -LITE_ERR_PROTOCOL;
+        }
+        struct lite_msg_hdr mh = {.tag = h.tag, .len = h.len, .channel = h.channel};
+        void *dst = NULL;
+        rc = t->up->recv_begin(t->core, c->peer, &mh, &dst, &c->token);
+        if (rc) {
+            *why = "message refused by the core";
+            return rc;
+        }
+        if (h.len == 0) {
+            t->up->recv_end(t->core, c->peer, c->token);
+        } else {
+            c->rx_state = RX_PAYLOAD;
+            c->dst = dst;
+            c->remaining = h.len;
+        }
+    }
+    if (c->lo == c->hi)
+        c->lo = c->hi = 0;
+    return 0;
+}
+
+static void conn_rx(struct lite_transport *t, struct conn *c)
+{
+    const char *why = "protocol error";
+    for (int iter = 0; iter < 64 && !c->dead && c->fd >= 0; iter++) {
+        ssize_t n;
+        bool direct = c->rx_state == RX_PAYLOAD && c->lo == c->hi && c->dst &&
+                      c->remaining >= DIRECT_MIN;
+        if (direct) {
+            n = recv(c->fd, c->dst, (size_t)c->remaining, 0);
+        } else {
+            if (c->hi == STAGE_SIZE || (c->lo > 0 && STAGE_SIZE - c->hi < LITE_WIRE_HDR_LEN)) {
+                memmove(c->stage, c->stage + c->lo, c->hi - c->lo);
+                c->hi -= c->lo;
+                c->lo = 0;
+            }
+            n = recv(c->fd, c->stage + c->hi, STAGE_SIZE - c->hi, 0);
+        }
+        if (n == 0) {
+            c->eof = true;
+            char w[96];
+            lite_fmt(w, sizeof(w), "connection closed by %s", c->desc);
+            if (c->peer < 0 || t->closing) {
+                /* Orderly end: close quietly. */
+                epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+                close(c->fd);
+                c->fd = -1;
+                c->dead = true;
+                if (c->peer < 0)
+                    LITE_WARN("tcp rank %d: %s closed before saying hello", t->rank, c->desc);
+            } else {
+                conn_fail(t, c, -LITE_ERR_PEER_LOST, w);
+            }
+            return;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            char w[96];
+            lite_fmt(w, sizeof(w), "receive from %s failed: %s", c->desc, strerror(errno));
+            conn_fail(t, c, -LITE_ERR_PEER_LOST, w);
+            return;
+        }
+        int rc;
+        if (direct) {
+            c->dst += n;
+            c->remaining -= (uint64_t)n;
+            if (c->remaining == 0) {
+                c->rx_state = RX_HDR;
+                t->up->recv_end(t->core, c->peer, c->token);
+            }
+            continue;
+        }
+        c->hi += (size_t)n;
+        rc = parse_stage(t, c, &why);
+        if (rc == 1)
+            return; /* adopted: the peer's slot handles the rest on its next event */
+        if (rc < 0) {
+            char w[128];
+            lite_fmt(w, sizeof(w), "bad data from %s: %s", c->desc, why);
+            if (c->peer < 0)
+                LITE_WARN("tcp rank %d: refused a connection: %s", t->rank, w);
+            else
+                LITE_ERROR("tcp rank %d: %s; dropping the connection", t->rank, w);
+            if (c->peer < 0) {
+                epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+                close(c->fd);
+                c->fd = -1;
+                c->dead = true;
+            } else {
+                conn_fail(t, c, rc, w);
+            }
+            return;
+        }
+    }
+}
+
+static void accept_new(struct lite_transport *t)
+{
+    for (;;) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(t->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        int slot = -1;
+        for (int i = 0; i < MAX_PENDING; i++) {
+            if (t->pending[i] && t->pending[i]->fd < 0) {
+                free(t->pending[i]->stage);
+                free(t->pending[i]);
+                t->pending[i] = NULL;
+            }
+            if (!t->pending[i] && slot < 0)
+                slot = i;
+        }
+        struct conn *c = slot >= 0 ? calloc(1, sizeof(*c)) : NULL;
+        if (c)
+            c->stage = malloc(STAGE_SIZE);
+        if (!c || !c->stage) {
+            if (c)
+                free(c);
+            LITE_WARN("tcp rank %d: too many unidentified connections; refusing one", t->rank);
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        c->fd = fd;
+        c->peer = -1;
+        char host[64];
+        uint16_t port;
+        lite_sock_name(&ss, host, sizeof(host), &port);
+        lite_fmt(c->desc, sizeof(c->desc), "%s:%u", host, port);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
+        t->pending[slot] = c;
+    }
+}
+
+static int tcp_progress(struct lite_transport *t, int timeout_ms)
+{
+    int handled = 0;
+    for (int p = 0; p < t->world; p++)
+        if (t->conns[p].txq && !t->conns[p].dead)
+            conn_flush(t, &t->conns[p]);
+    struct epoll_event evs[64];
+    int n = epoll_wait(t->epfd, evs, 64, timeout_ms);
+    if (n < 0)
+        return errno == EINTR ? 0 : -errno;
+    for (int i = 0; i < n; i++) {
+        if (evs[i].data.ptr == &listener_marker) {
+            accept_new(t);
+            continue;
+        }
+        struct conn *c = evs[i].data.ptr;
+        if (c->dead || c->fd < 0)
+            continue;
+        if (evs[i].events & EPOLLOUT)
+            conn_flush(t, c);
+        if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+            conn_rx(t, c);
+        handled++;
+    }
+    return handled;
+}
+
+/* ---- setup ---- */
+
+static int parse_port_env(int rank, uint16_t *port)
+{
+    const char *v = getenv("LITETX_TCP_PORT");
+    *port = 0;
+    if (!v || !*v)
+        return 0;
+    char *end;
+    long base = strtol(v, &end, 10);
+    if (*end || base < 1 || base + rank > 65535) {
+        LITE_ERROR("LITETX_TCP_PORT=\"%s\": must be a port number such that port + rank <= 65535",
+                   v);
+        return -LITE_ERR_CONFIG;
+    }
+    *port = (uint16_t)(base + rank);
+    return 0;
+}
+
+static void tcp_close(struct lite_transport *t);
+
+static int tcp_open(const struct lite_transport_params *p, struct lite_transport **out)
+{
+    struct lite_transport *t = calloc(1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    t->rank = p->rank;
+    t->world = p->world_size;
+    t->core = p->core;
+    t->up = p->up;
+    t->listen_fd = -1;
+    t->epfd = epoll_create1(EPOLL_CLOEXEC);
+    t->conns = calloc((size_t)t->world, sizeof(struct conn));
+    int rc = t->epfd < 0 ? -errno : (!t->conns ? -ENOMEM : 0);
+    for (int i = 0; !rc && i < t->world; i++) {
+        t->conns[i].fd = -1;
+        t->conns[i].peer = i;
+        lite_fmt(t->conns[i].desc, sizeof(t->conns[i].desc), "rank %d", i);
+        if (i != t->rank && !(t->conns[i].stage = malloc(STAGE_SIZE)))
+            rc = -ENOMEM;
+    }
+    uint16_t port = 0;
+    if (!rc)
+        rc = parse_port_env(t->rank, &port);
+    char why[128];
+    if (!rc)
+        rc = lite_sock_resolve(p->bind_host, port, &t->addr, &t->addr_len, why, sizeof(why));
+    if (!rc) {
+        t->listen_fd = lite_sock_tcp(t->addr.ss_family);
+        rc = t->listen_fd < 0 ? t->listen_fd : 0;
+    }
+    if (!rc && (bind(t->listen_fd, (struct sockaddr *)&t->addr, t->addr_len) != 0 ||
+                listen(t->listen_fd, 128) != 0)) {
+        rc = -errno;
+        LITE_ERROR("tcp rank %d: cannot listen on %s port %u: %s", t->rank, p->bind_host, port,
+                   strerror(errno));
+    }
+    if (!rc) {
+        t->addr_len = sizeof(t->addr);
+        getsockname(t->listen_fd, (struct sockaddr *)&t->addr, &t->addr_len);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &listener_marker};
+        epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->listen_fd, &ev);
+        char host[64];
+        uint16_t lp;
+        lite_sock_name(&t->addr, host, sizeof(host), &lp);
+        LITE_INFO("tcp rank %d listening on %s port %u", t->rank, host, lp);
+    }
+    if (rc) {
+        tcp_close(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+/* Address blob: u8 family | u8 0 | u16 port (network order) | 16 bytes address. */
+#define BLOB_LEN 20
+
+static int tcp_addr_get(struct lite_transport *t, void *blob, size_t *len)
+{
+    if (*len < BLOB_LEN)
+        return -ENOSPC;
+    uint8_t *b = blob;
+    memset(b, 0, BLOB_LEN);
+    b[0] = (uint8_t)t->addr.ss_family;
+    if (t->addr.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&t->addr;
+        memcpy(b + 2, &a->sin6_port, 2);
+        memcpy(b + 4, &a->sin6_addr, 16);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&t->addr;
+        memcpy(b + 2, &a->sin_port, 2);
+        memcpy(b + 4, &a->sin_addr, 4);
+    }
+    *len = BLOB_LEN;
+    return 0;
+}
+
+static int blob_to_addr(const uint8_t *b, size_t len, struct sockaddr_storage *ss, socklen_t *sl)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (len != BLOB_LEN)
+        return -LITE_ERR_PROTOCOL;
+    if (b[0] == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+        a->sin6_family = AF_INET6;
+        memcpy(&a->sin6_port, b + 2, 2);
+        memcpy(&a->sin6_addr, b + 4, 16);
+        *sl = sizeof(*a);
+    } else if (b[0] == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)ss;
+        a->sin_family = AF_INET;
+        memcpy(&a->sin_port, b + 2, 2);
+        memcpy(&a->sin_addr, b + 4, 4);
+        *sl = sizeof(*a);
+    } else {
+        return -LITE_ERR_PROTOCOL;
+    }
+    return 0;
+}
+
+/* Wait for a non-blocking connect to finish; 0 or the errno it failed with. */
+static int connect_wait(int fd, int64_t deadline)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    int n;
+    do {
+        n = poll(&pfd, 1, lite_ms_left(deadline, 1000));
+    } while (n == 0 && lite_now_ns() < deadline);
+    if (n <= 0)
+        return n == 0 ? ETIMEDOUT : errno;
+    int err = 0;
+    socklen_t el = sizeof(err);
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+    return err;
+}
+
+static int connect_one(struct lite_transport *t, int peer, const struct sockaddr_storage *ss,
+                       socklen_t sl, int64_t deadline)
+{
+    int delay_ms = 5;
+    for (;;) {
+        int fd = lite_sock_tcp(ss->ss_family);
+        if (fd < 0)
+            return fd;
+        int err = connect(fd, (const struct sockaddr *)ss, sl) == 0 ? 0 : errno;
+        if (err == EINPROGRESS)
+            err = connect_wait(fd, deadline);
+        if (err == 0) {
+            struct lite_wire_hdr h = {.type = LITE_WIRE_HELLO, .tag = (uint64_t)t->rank};
+            uint8_t hdr[LITE_WIRE_HDR_LEN];
+            lite_wire_encode(&h, hdr);
+            int rc = lite_sock_write_full(fd, hdr, sizeof(hdr), deadline);
+            if (rc) {
+                close(fd);
+                return rc;
+            }
+            struct conn *c = &t->conns[peer];
+            c->fd = fd;
+            struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+            epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
+            return 0;
+        }
+        close(fd);
+        /* The peer's listener is up before the blobs go out, so a refusal means a real problem
+         * or a restarting host: retry until the deadline. */
+        if (lite_now_ns() + (int64_t)delay_ms * 1000000 >= deadline)
+            return -ETIMEDOUT;
+        usleep((useconds_t)delay_ms * 1000);
+        delay_ms = delay_ms < 100 ? delay_ms * 2 : 100;
+    }
+}
+
+static int tcp_connect_all(struct lite_transport *t, const void *const *blobs, const size_t *lens,
+                           int64_t deadline, char *why, size_t why_len)
+{
+    for (int j = 0; j < t->rank; j++) {
+        struct sockaddr_storage ss;
+        socklen_t sl;
+        int rc = blob_to_addr(blobs[j], lens[j], &ss, &sl);
+        if (!rc)
+            rc = connect_one(t, j, &ss, sl, deadline);
+        if (rc) {
+            lite_fmt(why, why_len, "tcp rank %d could not connect to rank %d: %s", t->rank, j,
+                     lite_strerror(rc));
+            return rc;
+        }
+    }
+    /* Accept from every higher rank; their HELLOs are handled by progress. */
+    for (;;) {
+        int missing = -1, nmissing = 0;
+        for (int j = t->rank + 1; j < t->world; j++)
+            if (t->conns[j].fd < 0) {
+                nmissing++;
+                missing = missing < 0 ? j : missing;
+            }
+        if (!nmissing)
+            return 0;
+        if (lite_now_ns() >= deadline) {
+            lite_fmt(why, why_len,
+                     "tcp rank %d: %d higher rank(s) did not connect in time (first: rank %d)",
+                     t->rank, nmissing, missing);
+            return -ETIMEDOUT;
+        }
+        int rc = tcp_progress(t, lite_ms_left(deadline, 50));
+        if (rc < 0)
+            return rc;
+    }
+}
+
+static void tcp_close(struct lite_transport *t)
+{
+    if (!t)
+        return;
+    t->closing = true;
+    /* Orderly shutdown: flush what is queued, half-close, and read until every peer did the
+     * same, so no unread data turns the close into a reset that could destroy data in flight. */
+    int64_t deadline = lite_deadline_ns(CLOSE_DRAIN_MS);
+    if (t->conns && t->epfd >= 0) {
+        for (;;) {
+            bool busy = false;
+            for (int p = 0; p < t->world; p++)
+                busy |= t->conns[p].txq && !t->conns[p].dead;
+            if (!busy || lite_now_ns() >= deadline)
+                break;
+            tcp_progress(t, 10);
+        }
+        for (int p = 0; p < t->world; p++)
+            if (t->conns[p].fd >= 0)
+                shutdown(t->conns[p].fd, SHUT_WR);
+        for (;;) {
+            bool open = false;
+            for (int p = 0; p < t->world; p++)
+                open |= t->conns[p].fd >= 0 && !t->conns[p].eof;
+            if (!open || lite_now_ns() >= deadline)
+                break;
+            tcp_progress(t, 10);
+        }
+    }
+    for (int p = 0; t->conns && p < t->world; p++) {
+        struct conn *c = &t->conns[p];
+        if (c->fd >= 0)
+            close(c->fd);
+        c->fd = -1;
+        conn_fail(t, c, -LITE_ERR_CANCELLED, "transport closed");
+        free(c->stage);
+    }
+    for (int i = 0; i < MAX_PENDING; i++) {
+        if (t->pending[i]) {
+            if (t->pending[i]->fd >= 0)
+                close(t->pending[i]->fd);
+            free(t->pending[i]->stage);
+            free(t->pending[i]);
+        }
+    }
+    while (t->free_ops) {
+        struct tx_op *o = t->free_ops;
+        t->free_ops = o->next;
+        free(o);
+    }
+    if (t->listen_fd >= 0)
+        close(t->listen_fd);
+    if (t->epfd >= 0)
+        close(t->epfd);
+    free(t->conns);
+    free(t);
+}
+
+const struct lite_transport_ops lite_tcp_ops = {
+    .size = sizeof(struct lite_transport_ops),
+    .abi_version = LITE_TRANSPORT_ABI_VERSION,
+    .name = "tcp",
+    .caps = 0,
+    .probe = tcp_probe,
+    .open = tcp_open,
+    .close = tcp_close,
+    .addr_get = tcp_addr_get,
+    .connect_all = tcp_connect_all,
+    .msg_send = tcp_msg_send,
+    .progress = tcp_progress,
+};

@@ -1,0 +1,220 @@
+/*
+ * fault_test.c - failure cases, each a mode run under litetx-run:
+ *   missing_rank       the ranks start a world one larger than launched: every rank gets
+ *                      -ETIMEDOUT from lite_init naming the missing rank, within its deadline
+ *   rank_exits         rank 2 of 3 exits without finalize; the survivors' pending and later
+ *                      operations with it fail with -LITE_ERR_PEER_LOST, and they still talk
+ *   garbage_transport  rank 1 sends garbage and forged hellos to rank 0's transport port; rank 0
+ *                      refuses each connection and keeps working
+ *   garbage_root       rank 1 sends garbage to the bootstrap root before joining; init still works
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mp_common.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int env_int(const char *name)
+{
+    const char *v = getenv(name);
+    CHECK(v != NULL, "%s not set (run under litetx-run)", name);
+    return atoi(v);
+}
+
+static int root_port(void)
+{
+    const char *v = getenv("LITETX_ROOT");
+    CHECK(v && strrchr(v, ':'), "LITETX_ROOT not set");
+    return atoi(strrchr(v, ':') + 1);
+}
+
+/* Connect to 127.0.0.1:port, retrying for up to 5 s. */
+static int connect_local(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < 500; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(fd >= 0, "socket");
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+            return fd;
+        close(fd);
+        usleep(10000);
+    }
+    CHECK(0, "could not connect to port %d", port);
+    return -1;
+}
+
+/* True when the other side closes (or resets) the connection within `secs`. */
+static int closed_by_peer(int fd, double secs)
+{
+    struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    double until = now_s() + secs;
+    char b[256];
+    while (now_s() < until) {
+        ssize_t n = recv(fd, b, sizeof(b), 0);
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return 1;
+    }
+    return 0;
+}
+
+static void missing_rank(void)
+{
+    lite_config_t cfg = lite_config_default();
+    cfg.world_size = env_int("LITETX_WORLD_SIZE") + 1;
+    cfg.init_timeout_ms = 2000;
+    lite_ctx_t *ctx = NULL;
+    double t0 = now_s();
+    int rc = lite_init(&cfg, &ctx);
+    double took = now_s() - t0;
+    mp_rank = env_int("LITETX_RANK");
+    CHECK(rc == -ETIMEDOUT, "lite_init gave %d (%s): %s", rc, lite_strerror(rc),
+          lite_init_error());
+    CHECK(ctx == NULL, "context returned on failure");
+    char want[64];
+    snprintf(want, sizeof(want), "rank(s) %d did not arrive", cfg.world_size - 1);
+    CHECK(strstr(lite_init_error(), want), "detail does not name the missing rank: %s",
+          lite_init_error());
+    CHECK(took < 8.0, "took %.1f s for a 2 s deadline", took);
+    printf("rank %d: missing rank reported in %.2f s: %s\n", mp_rank, took, lite_init_error());
+}
+
+static void rank_exits(lite_ctx_t *ctx)
+{
+    int me = lite_rank(ctx);
+    CHECK(lite_world_size(ctx) == 3, "needs 3 ranks");
+    uint8_t b[4096];
+    if (me == 2) {
+        CHECK_RC(ctx, lite_barrier(ctx, 30000));
+        /* Leave mid-run: no finalize, sockets closed by the kernel as in a crash. */
+        _exit(0);
+    }
+    lite_request_t *pending;
+    CHECK_RC(ctx, lite_irecv(ctx, 2, 1, b, sizeof(b), &pending));
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    double t0 = now_s();
+    int rc = lite_wait(ctx, pending, 20000, NULL);
+    double took = now_s() - t0;
+    CHECK(rc == -LITE_ERR_PEER_LOST, "pending receive from the lost rank gave %d (%s)", rc,
+          lite_strerror(rc));
+    CHECK(took < 10.0, "loss noticed after %.1f s", took);
+    CHECK(strstr(lite_last_error(ctx), "rank 2"), "detail: %s", lite_last_error(ctx));
+    rc = lite_send(ctx, 2, 2, b, 10, 5000);
+    CHECK(rc == -LITE_ERR_PEER_LOST, "send to the lost rank gave %d", rc);
+    rc = lite_recv(ctx, 2, 3, b, 10, NULL, 5000);
+    CHECK(rc == -LITE_ERR_PEER_LOST, "recv from the lost rank gave %d", rc);
+    /* the survivors still talk */
+    int other = 1 - me;
+    mp_fill(b, sizeof(b), me, other, 5);
+    lite_request_t *s;
+    CHECK_RC(ctx, lite_isend(ctx, other, 10, b, sizeof(b), &s));
+    uint8_t r[4096];
+    CHECK_RC(ctx, lite_recv(ctx, other, 10, r, sizeof(r), NULL, 30000));
+    CHECK_RC(ctx, lite_wait(ctx, s, 30000, NULL));
+    CHECK(mp_verify(r, sizeof(r), other, me, 5) < 0, "survivor traffic corrupted");
+    printf("rank %d: lost peer reported in %.3f s\n", me, took);
+}
+
+static void exchange(lite_ctx_t *ctx, uint64_t tag)
+{
+    int me = lite_rank(ctx), other = 1 - me;
+    uint8_t s[1000], r[1000];
+    mp_fill(s, sizeof(s), me, other, (uint32_t)tag);
+    lite_request_t *sr;
+    CHECK_RC(ctx, lite_isend(ctx, other, tag, s, sizeof(s), &sr));
+    CHECK_RC(ctx, lite_recv(ctx, other, tag, r, sizeof(r), NULL, 30000));
+    CHECK_RC(ctx, lite_wait(ctx, sr, 30000, NULL));
+    CHECK(mp_verify(r, sizeof(r), other, me, (uint32_t)tag) < 0, "exchange %llu corrupted",
+          (unsigned long long)tag);
+}
+
+static void garbage_transport(void)
+{
+    int base = root_port() + 100;
+    char v[16];
+    snprintf(v, sizeof(v), "%d", base);
+    setenv("LITETX_TCP_PORT", v, 1); /* so rank 1 knows where rank 0's transport listens */
+    lite_ctx_t *ctx = mp_init();
+    CHECK(lite_world_size(ctx) == 2, "needs 2 ranks");
+    exchange(ctx, 1);
+    if (lite_rank(ctx) == 1) {
+        /* 1. random bytes; 2. a forged hello from rank 1 (already connected); 3. a hello from
+         * rank 0 (which never connects to itself); 4. a valid-looking header with a huge length */
+        uint8_t junk[4096];
+        srand(42);
+        for (size_t i = 0; i < sizeof(junk); i++)
+            junk[i] = (uint8_t)rand();
+        uint8_t hello1[24] = {0x54, 0x4c, 1, 1, 0, 0, 0, 0, 1};
+        uint8_t hello0[24] = {0x54, 0x4c, 1, 1, 0, 0, 0, 0, 0};
+        uint8_t huge[24] = {0x54, 0x4c, 1, 2, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+                            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
+        struct {
+            const void *p;
+            size_t n;
+            const char *what;
+        } cases[] = {{junk, sizeof(junk), "random bytes"},
+                     {hello1, sizeof(hello1), "duplicate hello"},
+                     {hello0, sizeof(hello0), "hello from rank 0"},
+                     {huge, sizeof(huge), "a huge length"}};
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            int fd = connect_local(base);
+            CHECK(send(fd, cases[i].p, cases[i].n, MSG_NOSIGNAL) >= 0, "send garbage");
+            CHECK(closed_by_peer(fd, 10.0), "rank 0 kept a connection that sent %s",
+                  cases[i].what);
+            close(fd);
+        }
+        printf("rank 1: rank 0 refused all 4 hostile connections\n");
+    }
+    /* rank 0 handled the garbage while waiting here */
+    exchange(ctx, 2);
+    exchange(ctx, 3);
+    CHECK_RC(ctx, lite_finalize(ctx));
+}
+
+static void garbage_root(void)
+{
+    if (env_int("LITETX_RANK") == 1) {
+        int fd = connect_local(root_port());
+        const char junk[] = "GET / HTTP/1.0\r\n\r\nthis is not a liblitetx peer";
+        CHECK(send(fd, junk, sizeof(junk), MSG_NOSIGNAL) > 0, "send");
+        CHECK(closed_by_peer(fd, 10.0), "root kept a garbage connection");
+        close(fd);
+    }
+    lite_ctx_t *ctx = mp_init();
+    exchange(ctx, 1);
+    CHECK_RC(ctx, lite_finalize(ctx));
+    printf("rank %d: init survived a garbage connection to the root\n", mp_rank);
+}
+
+int main(int argc, char **argv)
+{
+    CHECK(argc == 2, "usage: fault_test missing_rank|rank_exits|garbage_transport|garbage_root");
+    const char *mode = argv[1];
+    if (!strcmp(mode, "missing_rank")) {
+        missing_rank();
+    } else if (!strcmp(mode, "rank_exits")) {
+        lite_ctx_t *ctx = mp_init();
+        rank_exits(ctx);
+        CHECK_RC(ctx, lite_finalize(ctx));
+    } else if (!strcmp(mode, "garbage_transport")) {
+        garbage_transport();
+    } else if (!strcmp(mode, "garbage_root")) {
+        garbage_root();
+    } else {
+        CHECK(0, "unknown mode %s", mode);
+    }
+    return 0;
+}

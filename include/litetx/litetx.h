@@ -102,8 +102,8 @@ enum lite_log_level {
  *   1. this struct (a field the caller set),
  *   2. the LITETX_* environment variables (LITETX_RANK, LITETX_WORLD_SIZE, LITETX_ROOT,
  *      LITETX_TRANSPORT, LITETX_LOG_LEVEL, LITETX_INIT_TIMEOUT_MS, LITETX_OP_TIMEOUT_MS),
- *   3. the variables launchers set: Open MPI (OMPI_COMM_WORLD_RANK/SIZE), Slurm
- *      (SLURM_PROCID/SLURM_NTASKS), torchrun (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT),
+ *   3. the variables launchers set, innermost first: Open MPI (OMPI_COMM_WORLD_RANK/SIZE),
+ *      torchrun (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), Slurm (SLURM_PROCID/SLURM_NTASKS),
  *   4. the JSON file named by config_file or LITETX_CONFIG,
  *   5. built-in defaults (rank 0 of 1, root 127.0.0.1:29500, transport "auto", log level warn).
  * docs/CONFIG.md lists every key. Invalid values are refused with -LITE_ERR_CONFIG and a detail

@@ -6,7 +6,8 @@
  *   1. the struct field, if set;
  *   2. LITETX_* environment variables;
  *   3. launcher variables (rank, world_size and root only), launchers tried in the order
- *      Open MPI, Slurm, torchrun;
+ *      Open MPI, torchrun, Slurm (the innermost launcher wins: torchrun inside an sbatch job
+ *      must not take the job's SLURM_PROCID);
  *   4. the JSON file named by cfg->config_file, else by LITETX_CONFIG;
  *   5. built-in defaults.
  *
@@ -276,9 +277,9 @@ struct int_key {
     long min, max;
 };
 
-/* Launchers in precedence order: Open MPI, Slurm, torchrun. */
-static const char *const rank_launchers[] = {"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK", NULL};
-static const char *const world_launchers[] = {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "WORLD_SIZE",
+/* Launchers in precedence order: Open MPI, torchrun, Slurm (innermost first). */
+static const char *const rank_launchers[] = {"OMPI_COMM_WORLD_RANK", "RANK", "SLURM_PROCID", NULL};
+static const char *const world_launchers[] = {"OMPI_COMM_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS",
                                               NULL};
 
 static const struct int_key key_rank = {

@@ -85,6 +85,7 @@ int lite_transport_fill(const struct lite_transport_ops *ops, struct lite_transp
 enum lite_wire_type {
     LITE_WIRE_HELLO = 1, /* first frame on a connection: tag = sender's rank, len = 0 */
     LITE_WIRE_MSG = 2,   /* a message: channel, tag, len, then len payload bytes */
+    LITE_WIRE_BYE = 3,   /* the sender is closing in order; nothing follows */
 };
 
 /*

@@ -218,7 +218,9 @@ static void up_peer_failed(struct lite_core *core, int peer, int status, const c
     p->lost = true;
     p->lost_code = status ? status : -LITE_ERR_PEER_LOST;
     lite_fmt(p->lost_why, sizeof(p->lost_why), "%s", why ? why : "connection lost");
-    LITE_WARN("rank %d: lost rank %d: %s", ctx->s.rank, peer, p->lost_why);
+    /* Info, not warn: a peer that finalized first is reported the same way, and callers get
+     * the typed error on every operation that involved the peer. */
+    LITE_INFO("rank %d: lost rank %d: %s", ctx->s.rank, peer, p->lost_why);
     lite_fail(ctx, p->lost_code, "rank %d lost: %s", peer, p->lost_why);
 
     /* The message that was arriving is lost with its peer. */

@@ -48,7 +48,7 @@ int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len,
         w = "bad magic (not a liblitetx peer)";
     else if (in[2] != LITE_WIRE_VERSION)
         w = "unsupported wire version";
-    else if (in[3] != LITE_WIRE_HELLO && in[3] != LITE_WIRE_MSG)
+    else if (in[3] < LITE_WIRE_HELLO || in[3] > LITE_WIRE_BYE)
         w = "unknown frame type";
     else if (in[4] >= LITE_CHAN_COUNT)
         w = "unknown channel";
@@ -60,8 +60,8 @@ int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len,
         h->flags = in[5];
         h->tag = get64(in + 8);
         h->len = get64(in + 16);
-        if (h->type == LITE_WIRE_HELLO && h->len != 0)
-            w = "hello frame with payload";
+        if (h->type != LITE_WIRE_MSG && h->len != 0)
+            w = "control frame with payload";
         else if (h->len > max_len)
             w = "payload length over the limit";
     }

@@ -328,13 +328,25 @@ static void test_ompi_beats_slurm(void **state)
     assert_int_equal(s.op_timeout_ms, 6002);
 }
 
-/* Level 3, second launcher: Slurm beats torchrun and the file. */
-static void test_slurm_beats_torchrun(void **state)
+/* Level 3, second launcher: torchrun beats Slurm (torchrun inside an sbatch job) and the file. */
+static void test_torchrun_beats_slurm(void **state)
 {
     (void)state;
     const char *path = tmp_file(full_file);
     env_t env = {{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "40"},  {"RANK", "5"},
                  {"WORLD_SIZE", "50"},  {"LITETX_CONFIG", path}, {NULL, NULL}};
+    struct lite_settings s = ok(NULL, env);
+    assert_int_equal(s.rank, 5);
+    assert_int_equal(s.world_size, 50);
+}
+
+/* Level 3, third launcher: Slurm alone beats the file. */
+static void test_slurm_beats_file(void **state)
+{
+    (void)state;
+    const char *path = tmp_file(full_file);
+    env_t env = {{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "40"}, {"LITETX_CONFIG", path},
+                 {NULL, NULL}};
     struct lite_settings s = ok(NULL, env);
     assert_int_equal(s.rank, 4);
     assert_int_equal(s.world_size, 40);
@@ -928,7 +940,8 @@ int main(void)
         cmocka_unit_test_teardown(test_struct_beats_all, teardown_tmp),
         cmocka_unit_test_teardown(test_litetx_env_beats_launchers_and_file, teardown_tmp),
         cmocka_unit_test_teardown(test_ompi_beats_slurm, teardown_tmp),
-        cmocka_unit_test_teardown(test_slurm_beats_torchrun, teardown_tmp),
+        cmocka_unit_test_teardown(test_torchrun_beats_slurm, teardown_tmp),
+        cmocka_unit_test_teardown(test_slurm_beats_file, teardown_tmp),
         cmocka_unit_test_teardown(test_torchrun_beats_file, teardown_tmp),
         cmocka_unit_test_teardown(test_file_beats_defaults, teardown_tmp),
         cmocka_unit_test_teardown(test_file_partial, teardown_tmp),

@@ -47,6 +47,7 @@ struct conn {
     int peer; /* -1 while a new connection has not said HELLO */
     bool dead;
     bool eof;
+    bool bye; /* the peer announced an orderly close */
     bool out_armed;
     struct tx_op *txq, *txq_tail;
     uint8_t *stage;
@@ -274,6 +275,10 @@ static int parse_stage(struct lite_transport *t, struct conn *c, const char **wh
         if (rc)
             return rc;
         c->lo += LITE_WIRE_HDR_LEN;
+        if (h.type == LITE_WIRE_BYE) {
+            c->bye = true;
+            continue;
+        }
         if (h.type == LITE_WIRE_HELLO) {
             if (c->peer >= 0) {
                 *why = "hello on an established connection";
@@ -325,7 +330,8 @@ static void conn_rx(struct lite_transport *t, struct conn *c)
         if (n == 0) {
             c->eof = true;
             char w[96];
-            lite_fmt(w, sizeof(w), "connection closed by %s", c->desc);
+            lite_fmt(w, sizeof(w), "%s %s", c->desc,
+                     c->bye ? "finalized and closed the connection" : "closed the connection");
             if (c->peer < 0 || t->closing) {
                 /* Orderly end: close quietly. */
                 epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -680,8 +686,14 @@ static void tcp_close(struct lite_transport *t)
             tcp_progress(t, 10);
         }
         for (int p = 0; p < t->world; p++)
-            if (t->conns[p].fd >= 0)
-                shutdown(t->conns[p].fd, SHUT_WR);
+            if (t->conns[p].fd >= 0 && !t->conns[p].dead) {
+                struct lite_wire_hdr bye = {.type = LITE_WIRE_BYE};
+                enqueue(t, &t->conns[p], &bye, NULL, NULL);
+                conn_flush(t, &t->conns[p]);
+                /* Half-close only with nothing queued; else the drain below ends it. */
+                if (t->conns[p].fd >= 0 && !t->conns[p].txq)
+                    shutdown(t->conns[p].fd, SHUT_WR);
+            }
         for (;;) {
             bool open = false;
             for (int p = 0; p < t->world; p++)

@@ -71,8 +71,11 @@ enum lite_errc {
     LITE_ERR_CANCELLED = 1004,   /* the operation was cancelled by the caller */
     LITE_ERR_REMOTE = 1005,      /* the remote side refused the operation */
     LITE_ERR_TAG_ORDER = 1006,   /* tags to one peer must strictly increase */
-    LITE_ERR_CONFIG = 1007,      /* invalid configuration (detail names the key) */
-    LITE_ERR_NO_TRANSPORT = 1008 /* the requested transport is not compiled in or not usable */
+    LITE_ERR_CONFIG = 1007,       /* invalid configuration (detail names the key) */
+    LITE_ERR_NO_TRANSPORT = 1008, /* the requested transport is not compiled in or not usable */
+    LITE_ERR_REMOTE_KEY = 1009,   /* target: no live region with that key (stale or forged) */
+    LITE_ERR_REMOTE_BOUNDS = 1010, /* target: the range is outside the registered region */
+    LITE_ERR_REMOTE_ACCESS = 1011  /* target: the region does not grant that right */
 };
 
 /** A static string naming any return code (0, -errno or -LITE_ERR_*). Never NULL. */
@@ -180,6 +183,9 @@ LITE_API int lite_tag_compose(const lite_tag_parts_t *parts, uint64_t *tag);
 /** Split a tag into its parts (always succeeds for a non-NULL output). */
 LITE_API int lite_tag_split(uint64_t tag, lite_tag_parts_t *parts);
 
+/** A pending operation; finished and released by lite_test() / lite_wait(). */
+typedef struct lite_request lite_request_t;
+
 /* ---------------------------------------------------------------------------------------------
  * Memory kinds
  * ------------------------------------------------------------------------------------------- */
@@ -221,8 +227,6 @@ LITE_API size_t lite_dtype_size(int dtype);
 /* ---------------------------------------------------------------------------------------------
  * Point-to-point messages
  * ------------------------------------------------------------------------------------------- */
-
-typedef struct lite_request lite_request_t;
 
 /** What a completed request did. */
 typedef struct lite_status {
@@ -277,8 +281,265 @@ LITE_API int lite_recv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size_
 /** Make progress on every pending operation once, without blocking. Returns 0 or an error. */
 LITE_API int lite_progress(lite_ctx_t *ctx);
 
-/** Synchronise all ranks. */
+/* ---------------------------------------------------------------------------------------------
+ * Memory registration and one-sided operations
+ *
+ * A region is registered once (lite_mr_reg) and described to peers by a remote descriptor
+ * (lite_rdesc_t): a compact, versioned, self-contained blob (base address, length, rights, keys
+ * per rail, owner rank, transport) that an application can ship through any channel or
+ * exchange with lite_mr_exchange(). One-sided writes place bytes in a peer's region without
+ * the peer posting anything; a write with an immediate then increments the target's counter
+ * for that 32-bit value (ImmCounter), which the target waits on with lite_imm_wait(). No order
+ * between separate writes is promised: a transfer cut into many writes is complete exactly when
+ * its count is reached.
+ *
+ * Every one-sided op is checked twice: locally against the descriptor (-EINVAL, -ERANGE,
+ * -EACCES), and at the target against its live registration. A refusal at the target completes
+ * the initiator's request with -LITE_ERR_REMOTE_KEY, -LITE_ERR_REMOTE_BOUNDS or
+ * -LITE_ERR_REMOTE_ACCESS, and not a byte of the target's memory is touched.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct lite_mr lite_mr_t;
+
+/** Access rights of a registered region, as seen by peers. Local use is always allowed. */
+enum lite_access {
+    LITE_ACCESS_REMOTE_WRITE = 1u << 0,
+    LITE_ACCESS_REMOTE_READ = 1u << 1,
+};
+
+#define LITE_RDESC_VERSION 1
+#define LITE_RDESC_SIZE 128
+
+/** A remote descriptor: plain bytes, safe to copy, send and store. */
+typedef struct lite_rdesc {
+    uint8_t bytes[LITE_RDESC_SIZE];
+} lite_rdesc_t;
+
+/*
+ * lite_mr_reg - register [addr, addr + len) of memory kind `kind` (enum lite_mem_kind) with
+ * rights `access` (enum lite_access bits) for peers. len must be at least 1.
+ * Errors: -EINVAL (NULL addr, len 0, unknown bits), -ENOSYS (the transport cannot register this
+ * memory kind), -ENOMEM.
+ */
+LITE_API int lite_mr_reg(lite_ctx_t *ctx, void *addr, size_t len, int kind, unsigned access,
+                         lite_mr_t **mr);
+
+/*
+ * lite_mr_dereg - withdraw a registration. Ops of peers that are placing data in the region
+ * finish first (bounded by the op timeout); later ones using its descriptor are refused.
+ * NULL-safe.
+ */
+LITE_API int lite_mr_dereg(lite_ctx_t *ctx, lite_mr_t *mr);
+
+/** The region's remote descriptor. */
+LITE_API int lite_mr_desc(lite_ctx_t *ctx, const lite_mr_t *mr, lite_rdesc_t *desc);
+
+/** Collective: every rank passes its region (or NULL) and gets all ranks' descriptors in
+ *  descs[0 .. world_size) (an all-zero descriptor for a rank that passed NULL). */
+LITE_API int lite_mr_exchange(lite_ctx_t *ctx, const lite_mr_t *mr, lite_rdesc_t *descs,
+                              int timeout_ms);
+
+/*
+ * lite_write / lite_write_imm / lite_read - one-sided ops between local region `local` at
+ * local_off and peer's region `remote` at remote_off, `len` bytes (0 allowed). A write's request
+ * completes when the data is in place at the peer (and its immediate counted); a read's when the
+ * data is in place here. The local range must stay untouched until then.
+ * Errors at posting: -EINVAL (descriptor not from `peer`, of another transport, malformed),
+ * -ERANGE (out of the local or remote region), -EACCES (the descriptor lacks the right),
+ * -ENOSYS, -LITE_ERR_PEER_LOST. At completion: -LITE_ERR_REMOTE_* (refused by the target).
+ */
+LITE_API int lite_write(lite_ctx_t *ctx, int peer, lite_mr_t *local, size_t local_off,
+                        const lite_rdesc_t *remote, size_t remote_off, size_t len,
+                        lite_request_t **req);
+LITE_API int lite_write_imm(lite_ctx_t *ctx, int peer, lite_mr_t *local, size_t local_off,
+                            const lite_rdesc_t *remote, size_t remote_off, size_t len,
+                            uint32_t imm, lite_request_t **req);
+LITE_API int lite_read(lite_ctx_t *ctx, int peer, lite_mr_t *local, size_t local_off,
+                       const lite_rdesc_t *remote, size_t remote_off, size_t len,
+                       lite_request_t **req);
+
+/* Flags of the batch forms. */
+#define LITE_WRITE_WITH_IMM 1u /* count `imm` at the target once per page / entry */
+
+/*
+ * lite_write_paged - the KV-cache shape: npages pages of page_size bytes, page src_pages[i] of
+ * `local` to page dst_pages[i] of `remote` at `peer`. With LITE_WRITE_WITH_IMM, the target
+ * counts `imm` once per page (so it waits for npages). One request for the whole batch.
+ */
+LITE_API int lite_write_paged(lite_ctx_t *ctx, int peer, lite_mr_t *local,
+                              const uint32_t *src_pages, const lite_rdesc_t *remote,
+                              const uint32_t *dst_pages, size_t npages, size_t page_size,
+                              uint32_t imm, unsigned flags, lite_request_t **req);
+
+/* One destination of a scatter. */
+typedef struct lite_scatter_entry {
+    int peer;
+    size_t local_off;
+    const lite_rdesc_t *remote;
+    size_t remote_off;
+    size_t len;
+    uint32_t imm;   /* counted at that peer when flags has LITE_WRITE_WITH_IMM */
+    unsigned flags;
+} lite_scatter_entry_t;
+
+/*
+ * lite_write_scatter - the MoE-dispatch / weight-broadcast shape: n writes from one local region
+ * to many peers and offsets, each with its own optional immediate. One request for all.
+ * Entries whose peer is this rank are copied locally (and counted locally).
+ */
+LITE_API int lite_write_scatter(lite_ctx_t *ctx, lite_mr_t *local,
+                                const lite_scatter_entry_t *entries, size_t n,
+                                lite_request_t **req);
+
+/*
+ * ImmCounter. Each rank keeps a counter per immediate value, incremented when a write with that
+ * immediate has placed its data here (arrivals before any wait are kept: "banked").
+ *
+ * lite_imm_wait - wait until the counter for imm reaches `expected`, then subtract `expected`
+ *   (consume). -ETIMEDOUT when the deadline passes (nothing consumed); -LITE_ERR_PEER_LOST when
+ *   a peer is lost while the count is short.
+ * lite_imm_peek - the current count (0 if none).
+ * lite_imm_reset - set the count for imm to 0.
+ * At most LITETX_IMM_COUNTERS (default 65536) distinct immediates are tracked at once (counters
+ * at 0 are recycled); an arrival beyond that fails the context's waits with -ENOSPC.
+ */
+LITE_API int lite_imm_wait(lite_ctx_t *ctx, uint32_t imm, uint64_t expected, int timeout_ms);
+LITE_API int lite_imm_peek(lite_ctx_t *ctx, uint32_t imm, uint64_t *count);
+LITE_API int lite_imm_reset(lite_ctx_t *ctx, uint32_t imm);
+
+/* ---------------------------------------------------------------------------------------------
+ * Collectives
+ * ------------------------------------------------------------------------------------------- */
+
+/** Synchronise all ranks: returns once every rank has entered the barrier. */
 LITE_API int lite_barrier(lite_ctx_t *ctx, int timeout_ms);
+
+/*
+ * The collectives below are DETERMINISTIC: for every element, the order in which the ranks'
+ * contributions are combined is the canonical order
+ *
+ *     r = x[0];  r = r OP x[1];  r = r OP x[2];  ...  r = r OP x[n-1]     (n = world size)
+ *
+ * (a left fold in rank order, each step rounded as described in docs/REDUCTION.md: f16/bf16 are
+ * combined in f32 and rounded back to nearest-even after every step; AVG is that SUM divided by
+ * n once at the end). It depends on the world size alone: not on the transport, the message size,
+ * the chunk size, the algorithm, the arrival timing or the schedule, and every rank receives the
+ * same bytes. docs/DETERMINISM.md states the contract and why each algorithm keeps it.
+ *
+ * COMMON RULES
+ *   - Every rank of the context must call the same collectives in the same order (blocking and
+ *     non-blocking alike), with the same count, dtype, op and root. With the argument check on
+ *     (the default; LITETX_COLL_CHECK=0 turns it off) every rank first sends every other rank a
+ *     40-byte header of its arguments, and a call whose arguments differ from another rank's
+ *     fails on every rank with -EINVAL and a detail naming the rank and both argument lists,
+ *     instead of corrupting data or hanging. Calling different collectives on different ranks is
+ *     detected the same way; skipping a collective on one rank ends in -ETIMEDOUT.
+ *   - Counts are in elements of `dtype` (enum lite_dtype). Data movement (bcast, allgather,
+ *     alltoall, alltoallv) accepts every dtype; the reductions accept every (dtype, op) of enum
+ *     lite_redop except LITE_AVG on integer types (-EINVAL).
+ *   - A count of 0 is valid (buffers may then be NULL) and still synchronises the argument check.
+ *   - Buffers are host memory. A receive buffer must not overlap a send buffer except in the
+ *     in-place forms described per call (-EINVAL otherwise).
+ *   - timeout_ms bounds the whole call (LITE_TIMEOUT_DEFAULT = the context's op_timeout_ms,
+ *     LITE_TIMEOUT_INFINITE = no bound). On -ETIMEDOUT or a lost peer, transfers that were in
+ *     flight may still read or write the buffers until the peer is lost or the context is
+ *     finalized: keep them allocated, or finalize.
+ *   - Errors: -EINVAL (bad argument, or arguments that differ across ranks), -LITE_ERR_CONFIG
+ *     (a LITETX_COLL_* variable is invalid), -ETIMEDOUT, -LITE_ERR_PEER_LOST, -ENOMEM, and the
+ *     transport's errors; lite_last_error() names the collective, its sequence number and cause.
+ *
+ * ALGORITHMS AND CONFIGURATION (read from the environment at every call; must be equal on every
+ * rank, which the argument check verifies):
+ *   LITETX_COLL_ALGO=auto|direct|rsag|pipe   force an algorithm where the collective has it
+ *                                            (direct: all; rsag: allreduce; pipe: bcast)
+ *   LITETX_COLL_CHUNK=<bytes>[k|m]           pipeline chunk per peer (default: by size)
+ *   LITETX_COLL_CHECK=1|0                    exchange and verify argument headers
+ *   Whatever they say, results are byte-identical.
+ *
+ * NON-BLOCKING FORMS (lite_i*) start the collective and return a request at once; complete it with
+ * lite_test or lite_wait (lite_status_t.bytes = bytes written to this rank's receive buffer, peer
+ * = -1). Buffers must stay untouched until then. A collective progresses whenever this context
+ * tests or waits on any collective request or runs a blocking collective, so several may be in
+ * flight and waited in any order. lite_cancel returns -EBUSY for a started collective.
+ */
+
+/* Pass as sendbuf for an in-place allreduce, allgather or reduce_scatter (see each call). */
+#define LITE_IN_PLACE ((const void *)(uintptr_t)1)
+
+/*
+ * lite_bcast - copy `count` elements of `dtype` from `root`'s buf into buf on every rank.
+ * root must be in [0, world size). On the root buf is only read.
+ */
+LITE_API int lite_bcast(lite_ctx_t *ctx, void *buf, size_t count, int dtype, int root,
+                        int timeout_ms);
+
+/*
+ * lite_allgather - every rank contributes `count` elements; recvbuf (world size x count elements)
+ * receives rank r's contribution at element offset r * count, on every rank.
+ * In place: sendbuf = LITE_IN_PLACE (or recvbuf + rank * count elements) when this rank's
+ * contribution is already at its place in recvbuf.
+ */
+LITE_API int lite_allgather(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                            int dtype, int timeout_ms);
+
+/*
+ * lite_reduce_scatter - sendbuf holds world size x recvcount elements; rank r receives in recvbuf
+ * (recvcount elements) block r of the elementwise reduction of every rank's sendbuf, combined in
+ * the canonical order.
+ * In place: sendbuf = LITE_IN_PLACE, recvbuf holds the world size x recvcount input elements and
+ * this rank's result replaces its own block (at element offset rank * recvcount); equivalently,
+ * recvbuf = sendbuf + rank * recvcount elements.
+ */
+LITE_API int lite_reduce_scatter(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf,
+                                 size_t recvcount, int dtype, int op, int timeout_ms);
+
+/*
+ * lite_allreduce - recvbuf[i] = x0[i] OP x1[i] OP ... OP x(n-1)[i] (the canonical left fold,
+ * xr = rank r's sendbuf) on every rank, byte-identical on every rank and on every run.
+ * In place: sendbuf == recvbuf or sendbuf = LITE_IN_PLACE (the input is taken from recvbuf).
+ * Small messages use `direct` (every rank sends its input to every rank and folds locally in rank
+ * order: one round); large ones `rsag` (rank b folds block b of the buffer in rank order from
+ * every rank's contribution, then sends the folded block to all: 2 (n-1)/n x the buffer per rank,
+ * pipelined in chunks).
+ */
+LITE_API int lite_allreduce(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                            int dtype, int op, int timeout_ms);
+
+/*
+ * lite_alltoall - sendbuf and recvbuf hold world size x count elements: block p of sendbuf goes to
+ * rank p, and block p of recvbuf comes from rank p (this rank's own block is copied locally).
+ * No in-place form.
+ */
+LITE_API int lite_alltoall(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                           int dtype, int timeout_ms);
+
+/*
+ * lite_alltoallv - like lite_alltoall with per-peer counts and offsets (in elements): this rank
+ * sends sendcounts[p] elements from sendbuf + sdispls[p] to rank p and receives recvcounts[p]
+ * elements from rank p into recvbuf + rdispls[p]. Each array has world size entries;
+ * recvcounts[p] on this rank must equal sendcounts[this rank] on rank p (checked: -EINVAL on both
+ * sides). Zero counts send nothing. Receive segments must not overlap each other or sendbuf.
+ * The arrays are copied: they need not outlive a non-blocking call.
+ */
+LITE_API int lite_alltoallv(lite_ctx_t *ctx, const void *sendbuf, const size_t *sendcounts,
+                            const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                            const size_t *rdispls, int dtype, int timeout_ms);
+
+/* Non-blocking forms of the calls above (see NON-BLOCKING FORMS). */
+LITE_API int lite_ibarrier(lite_ctx_t *ctx, lite_request_t **req);
+LITE_API int lite_ibcast(lite_ctx_t *ctx, void *buf, size_t count, int dtype, int root,
+                         lite_request_t **req);
+LITE_API int lite_iallgather(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                             int dtype, lite_request_t **req);
+LITE_API int lite_ireduce_scatter(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf,
+                                  size_t recvcount, int dtype, int op, lite_request_t **req);
+LITE_API int lite_iallreduce(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                             int dtype, int op, lite_request_t **req);
+LITE_API int lite_ialltoall(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                            int dtype, lite_request_t **req);
+LITE_API int lite_ialltoallv(lite_ctx_t *ctx, const void *sendbuf, const size_t *sendcounts,
+                             const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                             const size_t *rdispls, int dtype, lite_request_t **req);
 
 #ifdef __cplusplus
 }

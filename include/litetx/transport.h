@@ -22,6 +22,7 @@
 #ifndef LITETX_TRANSPORT_H
 #define LITETX_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,8 +60,53 @@ enum lite_msg_channel {
 /* What the core says about one message; the backend carries it to the peer unchanged. */
 struct lite_msg_hdr {
     uint64_t tag;
-    uint64_t len;    /* payload bytes that follow */
-    uint8_t channel; /* enum lite_msg_channel */
+    uint64_t len;     /* payload bytes that follow */
+    uint8_t channel;  /* enum lite_msg_channel */
+    uint8_t flags;    /* core protocol bits (rendezvous); carried unchanged */
+    uint16_t credits; /* flow-control credits returned to the receiver; carried unchanged */
+};
+
+/* Most rails (NICs) one registration can span. */
+#define LITE_MAX_RAILS 8
+
+/* Access rights of a registered region (lite_mr_reg's `access`). */
+enum lite_transport_access {
+    LITE_TP_ACCESS_REMOTE_WRITE = 1u << 0,
+    LITE_TP_ACCESS_REMOTE_READ = 1u << 1,
+};
+
+/* A region the core registers with the backend (mr_reg). */
+struct lite_tp_mr {
+    void *addr;
+    size_t len;
+    int mem_kind;      /* enum lite_mem_kind */
+    unsigned access;   /* enum lite_transport_access bits */
+    uint64_t core_key; /* the core's key: emulated one-sided ops name the region by it */
+};
+
+/* What mr_reg returns: the backend's handle and the keys a peer needs to reach the region. */
+struct lite_tp_mr_keys {
+    void *handle;     /* passed back in one-sided ops on this region and to mr_dereg */
+    uint32_t nrails;  /* 0 for emulated one-sided ops (the core key is used instead) */
+    uint64_t rkey[LITE_MAX_RAILS];
+};
+
+enum lite_rma_kind { LITE_RMA_WRITE = 1, LITE_RMA_READ = 2 };
+
+/* One one-sided operation, fully resolved by the core (bounds already checked locally). */
+struct lite_tp_rma {
+    int kind;            /* enum lite_rma_kind */
+    int peer;            /* never this rank: the core does local ones itself */
+    void *local;         /* local address (inside a registered region) */
+    void *local_handle;  /* mr_reg handle of the local region */
+    size_t len;
+    uint64_t remote_addr;     /* the remote region's base address ... */
+    uint64_t remote_offset;   /* ... and the offset in it */
+    uint64_t remote_core_key; /* the remote core's key (emulated transports) */
+    uint32_t nrails;
+    uint64_t rkey[LITE_MAX_RAILS];
+    bool has_imm;  /* write only: count `imm` at the target after the data is in place */
+    uint32_t imm;
 };
 
 struct lite_core;      /* the core's side of a backend instance (opaque to backends) */
@@ -83,9 +129,22 @@ struct lite_core_upcalls {
     /* A msg_send finished: 0 when the buffer may be reused, or a negative code. */
     void (*send_done)(struct lite_core *core, void *op, int status);
     /* A peer is unusable from now on (connection lost, protocol error, ...). `why` is a short
-     * human-readable cause. Called at most once per peer; every msg_send still outstanding to that
-     * peer is completed with an error through send_done. */
+     * human-readable cause. Called at most once per peer; every msg_send and rma_post still
+     * outstanding to that peer is completed with an error through send_done. */
     void (*peer_failed)(struct lite_core *core, int peer, int status, const char *why);
+
+    /*
+     * Emulated one-sided ops, target side: `peer` wants to write (or read) `len` bytes at
+     * `offset` of the region with `core_key`. The core checks key, bounds and access rights and
+     * returns the address in *addr, or a negative code (-LITE_ERR_REMOTE family: the backend
+     * must then discard the payload and report the code to the initiator). On success the region
+     * stays registered until rma_target_done(token).
+     */
+    int (*rma_target)(struct lite_core *core, int peer, uint64_t core_key, uint64_t offset,
+                      uint64_t len, unsigned access, void **addr, void **token);
+    void (*rma_target_done)(struct lite_core *core, void *token);
+    /* A write with immediate from `peer` is in place at this rank (native or emulated). */
+    void (*imm_arrived)(struct lite_core *core, int peer, uint32_t imm);
 };
 
 /* What `open` receives. */
@@ -133,6 +192,19 @@ struct lite_transport_ops {
     /* Make progress; wait at most timeout_ms (0 = poll) for something to happen. Returns the
      * number of events handled (>= 0) or a negative code for a failure of the whole instance. */
     int (*progress)(struct lite_transport *tp, int timeout_ms);
+
+    /* Register a region for one-sided ops (both as a local source/sink and as a remote target). */
+    int (*mr_reg)(struct lite_transport *tp, const struct lite_tp_mr *mr,
+                  struct lite_tp_mr_keys *keys);
+    int (*mr_dereg)(struct lite_transport *tp, void *handle);
+
+    /*
+     * Post a one-sided op. Returns 0 (send_done(op, status) follows once the op is complete:
+     * for a write, the data is in place at the target and its immediate counted; for a read,
+     * the data is in place here) or a negative code (nothing follows). A target that refuses
+     * the op (bad key, out of bounds, no access) completes it with the target's code.
+     */
+    int (*rma_post)(struct lite_transport *tp, const struct lite_tp_rma *rma, void *op);
 };
 
 #ifdef __cplusplus

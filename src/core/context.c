@@ -66,6 +66,9 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     ctx->peers = calloc((size_t)ctx->s.world_size, sizeof(struct lite_peer));
     if (!ctx->peers)
         return init_fail(ctx, -ENOMEM, "out of memory");
+    rc = lite_flow_init(ctx, why, sizeof(why));
+    if (rc)
+        return init_fail(ctx, rc, why);
 
     size_t count;
     const struct lite_transport_ops *const *table = lite_registry(&count);
@@ -140,8 +143,13 @@ LITE_API int lite_finalize(lite_ctx_t *ctx)
             any_lost |= ctx->peers[i].lost;
         if (!any_lost)
             rc = lite_barrier(ctx, ctx->s.op_timeout_ms);
+        lite_mr_fini(ctx);
         ctx->ops.close(ctx->tp);
+        ctx->tp = NULL;
     }
+    lite_mr_fini(ctx);
+    lite_flow_fini(ctx);
+    lite_imm_fini(ctx);
     lite_p2p_fini(ctx);
     free(ctx->peers);
     free(ctx);

@@ -6,7 +6,7 @@
 
 #include "lite_int.h"
 
-enum lite_req_kind { LITE_REQ_SEND = 1, LITE_REQ_RECV = 2 };
+enum lite_req_kind { LITE_REQ_SEND = 1, LITE_REQ_RECV = 2, LITE_REQ_RMA = 3 };
 enum lite_req_state {
     LITE_REQ_POSTED = 1, /* receive: waiting for a match; send: handed to the backend */
     LITE_REQ_ACTIVE = 2, /* receive: the payload is arriving into buf */
@@ -26,8 +26,10 @@ struct lite_request {
     void *buf;
     size_t len;   /* buffer size */
     size_t bytes; /* bytes moved */
+    uint32_t pending_ops; /* backend ops still to complete (batches have several) */
     struct lite_unexp *waiting_on; /* receive matched to an unexpected message still arriving */
-    struct lite_request *next;     /* posted-receive list */
+    struct lite_request *next;     /* the one list the request is on (posted, send queue, ...) */
+    struct lite_rndv *rndv;        /* rendezvous state (large messages), else NULL */
 };
 
 /* A message that arrived before its receive was posted. */
@@ -35,6 +37,8 @@ struct lite_unexp {
     uint64_t tag;
     uint8_t channel;
     bool complete;
+    bool rts;         /* a rendezvous announcement: no data here, `len` is the message length */
+    uint64_t rts_id;  /* the sender's id for it */
     size_t len;
     void *data;
     struct lite_request *claimed; /* a receive posted while the payload was still arriving */
@@ -53,6 +57,41 @@ struct lite_peer {
     struct lite_request *posted[LITE_CHAN_COUNT]; /* FIFO of posted receives */
     struct lite_unexp *unexp[LITE_CHAN_COUNT];    /* FIFO of unexpected messages */
     void *rx_token;                               /* the message being received, if any */
+
+    /* flow control and rendezvous (flow.c) */
+    uint32_t credits;        /* eager slots this rank may still fill at the peer */
+    uint32_t credits_owed;   /* slots freed here, not yet returned to the peer */
+    uint32_t rx_outstanding; /* credit-consuming messages received and not yet credited back */
+    struct lite_request *sendq, *sendq_tail; /* sends waiting for credit, in posting order */
+    struct lite_request *rndv_send;          /* sends waiting for the receiver's CTS */
+    struct lite_request *rndv_recv;          /* receives waiting for the sender's FIN */
+    uint64_t rndv_next_id;
+    uint64_t ctrl_seq;                       /* tags of control messages to the peer */
+    struct lite_msg_hdr rx_hdr;              /* header of the RTS / control message arriving */
+    uint8_t rx_small[160];                   /* its payload */
+};
+
+/* A registered region. */
+struct lite_mr {
+    void *addr;
+    size_t len;
+    int kind;
+    unsigned access;
+    uint64_t key; /* generation << 32 | (slot + 1) */
+    uint32_t inflight; /* peers' ops placing or reading data right now */
+    struct lite_tp_mr_keys keys;
+};
+
+/* ImmCounter: open-addressing table of (imm -> count). */
+struct lite_imm_entry {
+    uint32_t imm;
+    bool used;
+    uint64_t count;
+};
+struct lite_imm_table {
+    struct lite_imm_entry *e;
+    uint32_t cap, used, max;
+    bool overflow;
 };
 
 struct lite_ctx {
@@ -63,6 +102,13 @@ struct lite_ctx {
     uint64_t coll_seq; /* collectives started so far; identical on every rank */
     uint8_t coll_sink; /* where zero-information messages (barrier tokens) land */
     int64_t spin_ns;   /* how long a wait polls before it sleeps in the backend */
+    uint16_t tp_id;    /* hash of the transport name, stamped into remote descriptors */
+    uint32_t credits_max;   /* eager slots granted to each peer */
+    size_t rndv_threshold;  /* messages of at least this many bytes go by rendezvous */
+    struct lite_mr **mrs; /* registered regions by slot */
+    uint32_t *mr_gen;     /* generation per slot, so stale keys are refused */
+    uint32_t nmrs;
+    struct lite_imm_table imm;
     char last_error[512];
 };
 
@@ -85,5 +131,55 @@ extern const struct lite_core_upcalls lite_core_upcalls;
 
 /* Tear down matching state (frees unexpected messages, fails posted requests). */
 void lite_p2p_fini(struct lite_ctx *ctx);
+
+/* Make progress once, sleeping in the backend up to sleep_ms. >= 0 or a negative code. */
+int lite_progress_once(struct lite_ctx *ctx, int sleep_ms);
+/* Finish a request (status 0 or negative). */
+void lite_request_finish(struct lite_request *r, int error);
+struct lite_request *lite_request_new(uint8_t kind, uint8_t chan, int peer, uint64_t tag,
+                                      void *buf, size_t len);
+/* True when some peer has been lost (waits that depend on all peers then fail). */
+bool lite_any_peer_lost(const struct lite_ctx *ctx);
+
+/* Flow control and rendezvous (flow.c). */
+#define LITE_MSGF_RTS 0x01 /* msg flags: a rendezvous announcement (payload: len, id) */
+int lite_flow_init(struct lite_ctx *ctx, char *why, size_t why_len);
+/* Submit a send to another rank: eager or rendezvous, now or when credit returns. */
+int lite_flow_send(struct lite_ctx *ctx, struct lite_request *r);
+/* Receiver side of an arriving user/collective message: apply piggy-backed credits, check the
+ * peer keeps within its credits and the eager size. */
+int lite_flow_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr);
+/* A credit-consuming message no longer occupies memory here. */
+void lite_flow_freed(struct lite_ctx *ctx, int peer);
+/* A receive matched a rendezvous announcement of `len` bytes, sender id `id`. */
+void lite_flow_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_t len,
+                           uint64_t id);
+/* Control messages (channel LITE_CHAN_CTRL). */
+int lite_flow_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr,
+                         void **dst);
+int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer);
+/* A backend completion for a request in a rendezvous stage: true when flow.c took it. */
+bool lite_flow_send_done(struct lite_ctx *ctx, struct lite_request *r, int status);
+void lite_flow_peer_failed(struct lite_ctx *ctx, int peer, int code);
+void lite_flow_fini(struct lite_ctx *ctx);
+
+/* One-sided (mr.c, immcounter.c). */
+int lite_mr_target(struct lite_core *core, int peer, uint64_t key, uint64_t offset, uint64_t len,
+                   unsigned access, void **addr, void **token);
+void lite_mr_target_done(struct lite_core *core, void *token);
+void lite_mr_fini(struct lite_ctx *ctx);
+void lite_imm_arrived(struct lite_core *core, int peer, uint32_t imm);
+void lite_imm_fini(struct lite_ctx *ctx);
+/* Parse a remote descriptor for an op with `peer`: checks version, checksum, transport, owner. */
+struct lite_rdesc_info {
+    uint64_t addr, len, core_key;
+    unsigned access;
+    int kind;
+    uint32_t owner;
+    uint32_t nrails;
+    uint64_t rkey[LITE_MAX_RAILS];
+};
+int lite_rdesc_parse(struct lite_ctx *ctx, const lite_rdesc_t *d, int peer,
+                     struct lite_rdesc_info *out);
 
 #endif /* LITE_CTX_H */

@@ -25,6 +25,12 @@ LITE_API const char *lite_strerror(int code)
         return "invalid configuration";
     case LITE_ERR_NO_TRANSPORT:
         return "transport not available";
+    case LITE_ERR_REMOTE_KEY:
+        return "remote region key unknown or stale";
+    case LITE_ERR_REMOTE_BOUNDS:
+        return "range outside the remote region";
+    case LITE_ERR_REMOTE_ACCESS:
+        return "remote region does not grant that access";
     default:
         break;
     }

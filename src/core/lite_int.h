@@ -80,25 +80,39 @@ int lite_transport_fill(const struct lite_transport_ops *ops, struct lite_transp
 /* ---- wire frames for stream transports (wire.c) ---- */
 #define LITE_WIRE_MAGIC 0x4c54u /* "LT" */
 #define LITE_WIRE_VERSION 1
-#define LITE_WIRE_HDR_LEN 24
+#define LITE_WIRE_HDR_LEN 48
 
 enum lite_wire_type {
-    LITE_WIRE_HELLO = 1, /* first frame on a connection: tag = sender's rank, len = 0 */
-    LITE_WIRE_MSG = 2,   /* a message: channel, tag, len, then len payload bytes */
-    LITE_WIRE_BYE = 3,   /* the sender is closing in order; nothing follows */
+    LITE_WIRE_HELLO = 1,     /* first frame on a connection: tag = sender's rank */
+    LITE_WIRE_MSG = 2,       /* a message: channel, tag, flags, credits, then len bytes */
+    LITE_WIRE_BYE = 3,       /* the sender is closing in order; nothing follows */
+    LITE_WIRE_WRITE = 4,     /* one-sided write: tag = op id, key, offset, imm, len bytes */
+    LITE_WIRE_READ_REQ = 5,  /* one-sided read request: tag = op id, key, offset, len wanted */
+    LITE_WIRE_RMA_ACK = 6,   /* write done (status) */
+    LITE_WIRE_READ_RESP = 7, /* read data: tag = op id, status, len bytes (0 on error) */
 };
 
+#define LITE_WIRE_F_IMM 0x01 /* WRITE carries an immediate */
+
 /*
- * Wire header, little-endian on the wire:
- *   u16 magic | u8 version | u8 type | u8 channel | u8 flags | u16 reserved(0)
- *   u64 tag | u64 len
+ * Wire header, 48 bytes, little-endian:
+ *   u16 magic | u8 version | u8 type | u8 channel | u8 flags | u16 credits
+ *   u64 tag   (MSG: the tag; one-sided frames: the initiator's op id)
+ *   u64 len   (payload bytes that follow; READ_REQ: the length wanted, no payload)
+ *   u64 key | u64 offset   (one-sided frames: the target region and offset)
+ *   u32 imm | i32 status   (WRITE: immediate; ACK / READ_RESP: 0 or a negative code)
  */
 struct lite_wire_hdr {
     uint8_t type;
     uint8_t channel;
     uint8_t flags;
+    uint16_t credits;
     uint64_t tag;
     uint64_t len;
+    uint64_t key;
+    uint64_t offset;
+    uint32_t imm;
+    int32_t status;
 };
 
 void lite_wire_encode(const struct lite_wire_hdr *h, uint8_t out[LITE_WIRE_HDR_LEN]);
@@ -106,6 +120,11 @@ void lite_wire_encode(const struct lite_wire_hdr *h, uint8_t out[LITE_WIRE_HDR_L
  * the payload length a receiver accepts. */
 int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len,
                      struct lite_wire_hdr *h, const char **why);
+/* Payload bytes that follow a decoded header. */
+static inline uint64_t lite_wire_payload(const struct lite_wire_hdr *h)
+{
+    return h->type == LITE_WIRE_READ_REQ ? 0 : h->len;
+}
 
 /* ---- bootstrap (bootstrap.c) ---- */
 struct lite_bootstrap;

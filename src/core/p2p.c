@@ -19,19 +19,30 @@ int lite_fail(struct lite_ctx *ctx, int code, const char *fmt, ...)
     return code;
 }
 
-static void finish(struct lite_request *r, int error)
+void lite_request_finish(struct lite_request *r, int error)
 {
     r->error = error;
     r->state = LITE_REQ_DONE;
 }
+#define finish lite_request_finish
 
 void lite_request_release(struct lite_request *req)
 {
+    if (req)
+        free(req->rndv);
     free(req);
 }
 
-static struct lite_request *req_new(uint8_t kind, uint8_t chan, int peer, uint64_t tag, void *buf,
-                                    size_t len)
+bool lite_any_peer_lost(const struct lite_ctx *ctx)
+{
+    for (int i = 0; i < ctx->s.world_size; i++)
+        if (ctx->peers[i].lost)
+            return true;
+    return false;
+}
+
+struct lite_request *lite_request_new(uint8_t kind, uint8_t chan, int peer, uint64_t tag,
+                                      void *buf, size_t len)
 {
     struct lite_request *r = calloc(1, sizeof(*r));
     if (!r)
@@ -94,10 +105,14 @@ static void append_unexp(struct lite_peer *p, struct lite_unexp *u)
     *pp = u;
 }
 
-/* Deliver a complete unexpected message into a receive. */
-static void deliver_unexp(struct lite_request *r, struct lite_unexp *u)
+/* Deliver a complete unexpected message into a receive; its credit slot is free afterwards. */
+static void deliver_unexp(struct lite_ctx *ctx, struct lite_request *r, struct lite_unexp *u)
 {
-    if (u->len > r->len) {
+    if (r->peer != ctx->s.rank && u->channel != LITE_CHAN_CTRL)
+        lite_flow_freed(ctx, r->peer);
+    if (u->rts) {
+        lite_flow_rts_matched(ctx, r, u->len, u->rts_id);
+    } else if (u->len > r->len) {
         r->bytes = 0;
         finish(r, -LITE_ERR_TRUNCATED);
     } else {
@@ -112,8 +127,10 @@ static void deliver_unexp(struct lite_request *r, struct lite_unexp *u)
 
 /* ---- upcalls ---- */
 
-/* The token of a receive tells recv_end whether it filled a request or an unexpected buffer. */
+/* The token of a receive tells recv_end what it filled: a request, an unexpected buffer (low
+ * bit set), or the peer's small buffer for an RTS or a control message (these markers). */
 #define TOKEN_UNEXP ((uintptr_t)1)
+static char token_rts, token_ctrl;
 
 static int up_recv_begin(struct lite_core *core, int peer, const struct lite_msg_hdr *hdr,
                          void **dst, void **token)
@@ -123,6 +140,17 @@ static int up_recv_begin(struct lite_core *core, int peer, const struct lite_msg
         return -LITE_ERR_PROTOCOL;
     struct lite_peer *p = &ctx->peers[peer];
     uint8_t ch = hdr->channel;
+    if (ch == LITE_CHAN_CTRL) {
+        int rc = lite_flow_ctrl_begin(ctx, peer, hdr, dst);
+        *token = &token_ctrl;
+        p->rx_token = NULL;
+        return rc;
+    }
+    if (peer != ctx->s.rank) {
+        int rc = lite_flow_admit(ctx, peer, hdr);
+        if (rc)
+            return rc;
+    }
     /* Tags from a peer strictly increase per channel; anything else is a broken or hostile peer. */
     if (p->rcvd_any[ch] && hdr->tag <= p->last_rcvd_tag[ch]) {
         lite_fail(ctx, -LITE_ERR_PROTOCOL,
@@ -133,6 +161,15 @@ static int up_recv_begin(struct lite_core *core, int peer, const struct lite_msg
     p->rcvd_any[ch] = true;
     p->last_rcvd_tag[ch] = hdr->tag;
 
+    if (hdr->flags & LITE_MSGF_RTS) {
+        if (hdr->len != 16)
+            return -LITE_ERR_PROTOCOL;
+        p->rx_hdr = *hdr;
+        *dst = p->rx_small;
+        *token = &token_rts;
+        p->rx_token = NULL;
+        return 0;
+    }
     struct lite_request *r = take_posted(p, ch, hdr->tag);
     if (r) {
         r->state = LITE_REQ_ACTIVE;
@@ -166,10 +203,54 @@ static int up_recv_begin(struct lite_core *core, int peer, const struct lite_msg
     return 0;
 }
 
+static uint64_t get_u64(const uint8_t *b)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | b[i];
+    return v;
+}
+
+/* An RTS is in: match it to a posted receive, or keep it as an unexpected (data-less) entry. */
+static void rts_arrived(struct lite_ctx *ctx, int peer)
+{
+    struct lite_peer *p = &ctx->peers[peer];
+    uint64_t len = get_u64(p->rx_small), id = get_u64(p->rx_small + 8);
+    struct lite_request *r = take_posted(p, p->rx_hdr.channel, p->rx_hdr.tag);
+    if (r) {
+        lite_flow_freed(ctx, peer);
+        lite_flow_rts_matched(ctx, r, len, id);
+        return;
+    }
+    struct lite_unexp *u = calloc(1, sizeof(*u));
+    if (!u) {
+        LITE_ERROR("rank %d: out of memory for a rendezvous announcement from rank %d",
+                   ctx->s.rank, peer);
+        return;
+    }
+    u->tag = p->rx_hdr.tag;
+    u->channel = p->rx_hdr.channel;
+    u->complete = true;
+    u->rts = true;
+    u->rts_id = id;
+    u->len = len;
+    append_unexp(p, u);
+}
+
 static void up_recv_end(struct lite_core *core, int peer, void *token)
 {
     struct lite_ctx *ctx = (struct lite_ctx *)core;
     ctx->peers[peer].rx_token = NULL;
+    if (token == &token_ctrl) {
+        int rc = lite_flow_ctrl_end(ctx, peer);
+        if (rc)
+            LITE_ERROR("rank %d: bad control message from rank %d", ctx->s.rank, peer);
+        return;
+    }
+    if (token == &token_rts) {
+        rts_arrived(ctx, peer);
+        return;
+    }
     if ((uintptr_t)token & TOKEN_UNEXP) {
         struct lite_unexp *u = (struct lite_unexp *)((uintptr_t)token & ~TOKEN_UNEXP);
         u->complete = true;
@@ -178,11 +259,13 @@ static void up_recv_end(struct lite_core *core, int peer, void *token)
             struct lite_request *r = u->claimed;
             r->waiting_on = NULL;
             unlink_unexp(&ctx->peers[peer], u);
-            deliver_unexp(r, u);
+            deliver_unexp(ctx, r, u);
         }
         return;
     }
     struct lite_request *r = token;
+    if (peer != ctx->s.rank && r->channel != LITE_CHAN_CTRL)
+        lite_flow_freed(ctx, peer);
     if (r->truncated) {
         r->bytes = 0;
         finish(r, -LITE_ERR_TRUNCATED);
@@ -193,10 +276,27 @@ static void up_recv_end(struct lite_core *core, int peer, void *token)
 
 static void up_send_done(struct lite_core *core, void *op, int status)
 {
+    struct lite_ctx *ctx = (struct lite_ctx *)core;
     struct lite_request *r = op;
-    if (status == 0)
+    if (r->kind == 0) {
+        /* An internal control message (flow.c): nobody waits for it. */
+        if (status)
+            LITE_DEBUG("control message to rank %d failed: %s", r->peer, lite_strerror(status));
+        lite_request_release(r);
+        return;
+    }
+    if (r->rndv && lite_flow_send_done(ctx, r, status))
+        return;
+    if (status && !r->error)
+        r->error = status;
+    if (r->pending_ops > 1) {
+        r->pending_ops--;
+        return;
+    }
+    r->pending_ops = 0;
+    if (r->kind == LITE_REQ_SEND && r->error == 0)
         r->bytes = r->len;
-    finish(r, status);
+    finish(r, r->error);
 }
 
 static void fail_list(struct lite_request **head, int code)
@@ -240,6 +340,7 @@ static void up_peer_failed(struct lite_core *core, int peer, int status, const c
     }
     for (int ch = 0; ch < LITE_CHAN_COUNT; ch++)
         fail_list(&p->posted[ch], p->lost_code);
+    lite_flow_peer_failed(ctx, peer, p->lost_code);
 }
 
 const struct lite_core_upcalls lite_core_upcalls = {
@@ -248,6 +349,9 @@ const struct lite_core_upcalls lite_core_upcalls = {
     .recv_end = up_recv_end,
     .send_done = up_send_done,
     .peer_failed = up_peer_failed,
+    .rma_target = lite_mr_target,
+    .rma_target_done = lite_mr_target_done,
+    .imm_arrived = lite_imm_arrived,
 };
 
 /* ---- posting ---- */
@@ -293,17 +397,16 @@ int lite_post_send(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, c
         return lite_fail(ctx, -LITE_ERR_TAG_ORDER,
                          "send to rank %d: tag %#llx is not greater than the previous %#llx", peer,
                          (unsigned long long)tag, (unsigned long long)p->last_sent_tag[chan]);
-    struct lite_request *r = req_new(LITE_REQ_SEND, chan, peer, tag, (void *)buf, len);
+    struct lite_request *r = lite_request_new(LITE_REQ_SEND, chan, peer, tag, (void *)buf, len);
     if (!r)
         return lite_fail(ctx, -ENOMEM, "send: out of memory");
-    if (peer == ctx->s.rank) {
+    r->pending_ops = 1;
+    if (peer == ctx->s.rank)
         rc = send_self(ctx, chan, tag, buf, len, r);
-    } else {
-        struct lite_msg_hdr h = {.tag = tag, .len = len, .channel = chan};
-        rc = ctx->ops.msg_send(ctx->tp, peer, &h, buf, r);
-    }
+    else
+        rc = lite_flow_send(ctx, r);
     if (rc) {
-        free(r);
+        lite_request_release(r);
         if (rc == -ENOSYS)
             return lite_fail(ctx, rc, "send is not supported by transport %s", ctx->ops.name);
         return lite_fail(ctx, rc, "send to rank %d failed: %s", peer, lite_strerror(rc));
@@ -323,14 +426,14 @@ int lite_post_recv(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, v
     if (!buf && len)
         return lite_fail(ctx, -EINVAL, "recv: NULL buffer with length %zu", len);
     struct lite_peer *p = &ctx->peers[peer];
-    struct lite_request *r = req_new(LITE_REQ_RECV, chan, peer, tag, buf, len);
+    struct lite_request *r = lite_request_new(LITE_REQ_RECV, chan, peer, tag, buf, len);
     if (!r)
         return lite_fail(ctx, -ENOMEM, "recv: out of memory");
     struct lite_unexp *u = find_unexp(p, chan, tag);
     if (u) {
         if (u->complete) {
             unlink_unexp(p, u);
-            deliver_unexp(r, u);
+            deliver_unexp(ctx, r, u);
         } else {
             /* Still arriving: it stays queued (so a lost peer can fail it) until recv_end. */
             u->claimed = r;
@@ -351,7 +454,7 @@ int lite_post_recv(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, v
 /* ---- waiting ---- */
 
 /* One round of progress: poll the backend, or sleep in it up to sleep_ms. */
-static int progress_once(struct lite_ctx *ctx, int sleep_ms)
+int lite_progress_once(struct lite_ctx *ctx, int sleep_ms)
 {
     int rc = ctx->ops.progress(ctx->tp, sleep_ms);
     if (rc < 0)
@@ -378,7 +481,7 @@ int lite_wait_all(struct lite_ctx *ctx, struct lite_request **reqs, int n, int64
                               r->kind == LITE_REQ_SEND ? "send to" : "recv from", r->peer,
                               (unsigned long long)r->tag, lite_strerror(r->error));
                 }
-                free(r);
+                lite_request_release(r);
                 reqs[i] = NULL;
             } else {
                 pending++;
@@ -394,7 +497,7 @@ int lite_wait_all(struct lite_ctx *ctx, struct lite_request **reqs, int n, int64
                              pending, stuck->kind == LITE_REQ_SEND ? "send to" : "recv from",
                              stuck->peer, (unsigned long long)stuck->tag);
         int sleep_ms = now < spin_until ? 0 : lite_ms_left(deadline_ns, 100);
-        int rc = progress_once(ctx, sleep_ms);
+        int rc = lite_progress_once(ctx, sleep_ms);
         if (rc < 0)
             return rc;
     }
@@ -416,7 +519,7 @@ void lite_p2p_fini(struct lite_ctx *ctx)
             while (p->posted[ch]) {
                 struct lite_request *r = p->posted[ch];
                 p->posted[ch] = r->next;
-                free(r);
+                lite_request_release(r);
             }
         }
     }
@@ -454,6 +557,12 @@ static int64_t op_deadline(struct lite_ctx *ctx, int timeout_ms)
                                                                : timeout_ms);
 }
 
+static const char *op_name(const struct lite_request *r)
+{
+    return r->kind == LITE_REQ_SEND ? "send to" : r->kind == LITE_REQ_RECV ? "recv from"
+                                                                          : "one-sided op with";
+}
+
 static void fill_status(const struct lite_request *r, lite_status_t *st)
 {
     if (!st)
@@ -470,7 +579,7 @@ LITE_API int lite_test(lite_ctx_t *ctx, lite_request_t *req, lite_status_t *stat
     if (!req)
         return lite_fail(ctx, -EINVAL, "test: NULL request");
     if (req->state != LITE_REQ_DONE) {
-        int rc = progress_once(ctx, 0);
+        int rc = lite_progress_once(ctx, 0);
         if (rc < 0)
             return rc;
         if (req->state != LITE_REQ_DONE)
@@ -478,7 +587,7 @@ LITE_API int lite_test(lite_ctx_t *ctx, lite_request_t *req, lite_status_t *stat
     }
     fill_status(req, status);
     int err = req->error;
-    free(req);
+    lite_request_release(req);
     return err ? err : 1;
 }
 
@@ -493,19 +602,17 @@ LITE_API int lite_wait(lite_ctx_t *ctx, lite_request_t *req, int timeout_ms, lit
         int64_t now = lite_now_ns();
         if (now >= deadline)
             return lite_fail(ctx, -ETIMEDOUT, "wait: %s rank %d (tag %#llx) timed out",
-                             req->kind == LITE_REQ_SEND ? "send to" : "recv from", req->peer,
-                             (unsigned long long)req->tag);
-        int rc = progress_once(ctx, now < spin_until ? 0 : lite_ms_left(deadline, 100));
+                             op_name(req), req->peer, (unsigned long long)req->tag);
+        int rc = lite_progress_once(ctx, now < spin_until ? 0 : lite_ms_left(deadline, 100));
         if (rc < 0)
             return rc;
     }
     fill_status(req, status);
     int err = req->error;
     if (err)
-        lite_fail(ctx, err, "%s rank %d (tag %#llx): %s",
-                  req->kind == LITE_REQ_SEND ? "send to" : "recv from", req->peer,
+        lite_fail(ctx, err, "%s rank %d (tag %#llx): %s", op_name(req), req->peer,
                   (unsigned long long)req->tag, lite_strerror(err));
-    free(req);
+    lite_request_release(req);
     return err;
 }
 
@@ -515,7 +622,7 @@ LITE_API int lite_cancel(lite_ctx_t *ctx, lite_request_t *req)
     if (!req)
         return -EINVAL;
     if (req->state == LITE_REQ_DONE) {
-        free(req);
+        lite_request_release(req);
         return 0;
     }
     if (req->kind != LITE_REQ_RECV || req->state != LITE_REQ_POSTED)
@@ -526,7 +633,7 @@ LITE_API int lite_cancel(lite_ctx_t *ctx, lite_request_t *req)
         pp = &(*pp)->next;
     if (*pp)
         *pp = req->next;
-    free(req);
+    lite_request_release(req);
     return 0;
 }
 
@@ -562,6 +669,6 @@ LITE_API int lite_recv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size_
 LITE_API int lite_progress(lite_ctx_t *ctx)
 {
     CHECK_CTX(ctx);
-    int rc = progress_once(ctx, 0);
+    int rc = lite_progress_once(ctx, 0);
     return rc < 0 ? rc : 0;
 }

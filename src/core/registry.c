@@ -124,6 +124,19 @@ static int nosys_progress(struct lite_transport *tp, int timeout_ms)
 {
     return -ENOSYS;
 }
+static int nosys_mr_reg(struct lite_transport *tp, const struct lite_tp_mr *mr,
+                        struct lite_tp_mr_keys *keys)
+{
+    return -ENOSYS;
+}
+static int nosys_mr_dereg(struct lite_transport *tp, void *handle)
+{
+    return -ENOSYS;
+}
+static int nosys_rma_post(struct lite_transport *tp, const struct lite_tp_rma *rma, void *op)
+{
+    return -ENOSYS;
+}
 
 int lite_transport_fill(const struct lite_transport_ops *ops, struct lite_transport_ops *out)
 {
@@ -139,6 +152,9 @@ int lite_transport_fill(const struct lite_transport_ops *ops, struct lite_transp
         .connect_all = nosys_connect_all,
         .msg_send = nosys_msg_send,
         .progress = nosys_progress,
+        .mr_reg = nosys_mr_reg,
+        .mr_dereg = nosys_mr_dereg,
+        .rma_post = nosys_rma_post,
     };
     *out = defaults;
     /* A backend built against an older, shorter table keeps the defaults for the newer ops. */
@@ -157,6 +173,9 @@ int lite_transport_fill(const struct lite_transport_ops *ops, struct lite_transp
     TAKE(connect_all);
     TAKE(msg_send);
     TAKE(progress);
+    TAKE(mr_reg);
+    TAKE(mr_dereg);
+    TAKE(rma_post);
 #undef TAKE
     return 0;
 }

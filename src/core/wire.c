@@ -1,4 +1,4 @@
-/* wire.c - the frame header that stream transports (TCP, QUIC) put before every message. */
+/* wire.c - the frame header that stream transports (TCP, QUIC) put before every frame. */
 #include <string.h>
 
 #include "lite_int.h"
@@ -7,6 +7,12 @@ static void put16(uint8_t *p, uint16_t v)
 {
     p[0] = (uint8_t)v;
     p[1] = (uint8_t)(v >> 8);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }
 
 static void put64(uint8_t *p, uint64_t v)
@@ -18,6 +24,11 @@ static void put64(uint8_t *p, uint64_t v)
 static uint16_t get16(const uint8_t *p)
 {
     return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static uint64_t get64(const uint8_t *p)
@@ -35,9 +46,13 @@ void lite_wire_encode(const struct lite_wire_hdr *h, uint8_t out[LITE_WIRE_HDR_L
     out[3] = h->type;
     out[4] = h->channel;
     out[5] = h->flags;
-    put16(out + 6, 0);
+    put16(out + 6, h->credits);
     put64(out + 8, h->tag);
     put64(out + 16, h->len);
+    put64(out + 24, h->key);
+    put64(out + 32, h->offset);
+    put32(out + 40, h->imm);
+    put32(out + 44, (uint32_t)h->status);
 }
 
 int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len,
@@ -48,22 +63,35 @@ int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len,
         w = "bad magic (not a liblitetx peer)";
     else if (in[2] != LITE_WIRE_VERSION)
         w = "unsupported wire version";
-    else if (in[3] < LITE_WIRE_HELLO || in[3] > LITE_WIRE_BYE)
+    else if (in[3] < LITE_WIRE_HELLO || in[3] > LITE_WIRE_READ_RESP)
         w = "unknown frame type";
     else if (in[4] >= LITE_CHAN_COUNT)
         w = "unknown channel";
-    else if (in[5] != 0 || get16(in + 6) != 0)
-        w = "reserved bits set";
     if (!w) {
         h->type = in[3];
         h->channel = in[4];
         h->flags = in[5];
+        h->credits = get16(in + 6);
         h->tag = get64(in + 8);
         h->len = get64(in + 16);
-        if (h->type != LITE_WIRE_MSG && h->len != 0)
+        h->key = get64(in + 24);
+        h->offset = get64(in + 32);
+        h->imm = get32(in + 40);
+        h->status = (int32_t)get32(in + 44);
+        bool control = h->type == LITE_WIRE_HELLO || h->type == LITE_WIRE_BYE ||
+                       h->type == LITE_WIRE_RMA_ACK;
+        if (control && h->len != 0)
             w = "control frame with payload";
         else if (h->len > max_len)
             w = "payload length over the limit";
+        else if (h->type == LITE_WIRE_WRITE && (h->flags & ~LITE_WIRE_F_IMM))
+            w = "unknown flags on a write";
+        else if (h->type != LITE_WIRE_WRITE && h->type != LITE_WIRE_MSG && h->flags)
+            w = "flags on a frame that takes none"; /* MSG flags belong to the core */
+        else if (h->status > 0)
+            w = "positive status";
+        else if (h->offset > UINT64_MAX - h->len)
+            w = "offset + length overflows";
     }
     if (w) {
         if (why)

@@ -157,9 +157,9 @@ static void garbage_transport(void)
         srand(42);
         for (size_t i = 0; i < sizeof(junk); i++)
             junk[i] = (uint8_t)rand();
-        uint8_t hello1[24] = {0x54, 0x4c, 1, 1, 0, 0, 0, 0, 1};
-        uint8_t hello0[24] = {0x54, 0x4c, 1, 1, 0, 0, 0, 0, 0};
-        uint8_t huge[24] = {0x54, 0x4c, 1, 2, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+        uint8_t hello1[48] = {0x54, 0x4c, 1, 1, 0, 0, 0, 0, 1};
+        uint8_t hello0[48] = {0x54, 0x4c, 1, 1, 0, 0, 0, 0, 0};
+        uint8_t huge[48] = {0x54, 0x4c, 1, 2, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
                             0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
         struct {
             const void *p;

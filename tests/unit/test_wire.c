@@ -9,7 +9,8 @@
 
 #include "lite_int.h"
 
-static void encode(uint8_t type, uint8_t chan, uint64_t tag, uint64_t len, uint8_t out[24])
+static void encode(uint8_t type, uint8_t chan, uint64_t tag, uint64_t len,
+                   uint8_t out[LITE_WIRE_HDR_LEN])
 {
     struct lite_wire_hdr h = {.type = type, .channel = chan, .tag = tag, .len = len};
     lite_wire_encode(&h, out);
@@ -37,14 +38,31 @@ static void test_roundtrip(void **state)
 static void test_layout(void **state)
 {
     uint8_t b[LITE_WIRE_HDR_LEN];
-    encode(LITE_WIRE_MSG, 1, 0x1122334455667788ull, 0x0102, b);
-    const uint8_t want[LITE_WIRE_HDR_LEN] = {0x54, 0x4c, 1,    2,    1,    0,    0,    0,
-                                             0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
-                                             0x02, 0x01, 0,    0,    0,    0,    0,    0};
+    struct lite_wire_hdr h = {.type = LITE_WIRE_WRITE,
+                              .channel = 1,
+                              .flags = LITE_WIRE_F_IMM,
+                              .credits = 0x0304,
+                              .tag = 0x1122334455667788ull,
+                              .len = 0x0102,
+                              .key = 0xa1a2,
+                              .offset = 0xb1b2,
+                              .imm = 0xc1c2c3c4,
+                              .status = -5};
+    lite_wire_encode(&h, b);
+    const uint8_t want[LITE_WIRE_HDR_LEN] = {
+        0x54, 0x4c, 1,    4,    1,    1,    0x04, 0x03, 0x88, 0x77, 0x66, 0x55,
+        0x44, 0x33, 0x22, 0x11, 0x02, 0x01, 0,    0,    0,    0,    0,    0,
+        0xa2, 0xa1, 0,    0,    0,    0,    0,    0,    0xb2, 0xb1, 0,    0,
+        0,    0,    0,    0,    0xc4, 0xc3, 0xc2, 0xc1, 0xfb, 0xff, 0xff, 0xff};
     assert_memory_equal(b, want, sizeof(want));
+    struct lite_wire_hdr d;
+    const char *why;
+    assert_int_equal(lite_wire_decode(b, 1 << 20, &d, &why), 0);
+    assert_int_equal(d.credits, 0x0304);
+    assert_true(d.key == 0xa1a2 && d.offset == 0xb1b2 && d.imm == 0xc1c2c3c4 && d.status == -5);
 }
 
-static void expect_bad(const uint8_t b[24], uint64_t max_len, const char *reason)
+static void expect_bad(const uint8_t b[LITE_WIRE_HDR_LEN], uint64_t max_len, const char *reason)
 {
     struct lite_wire_hdr h;
     const char *why = NULL;
@@ -67,22 +85,36 @@ static void test_malformed(void **state)
     memcpy(b, good, sizeof(b));
     b[3] = 0;
     expect_bad(b, 1000, "type");
-    b[3] = LITE_WIRE_BYE + 1;
+    b[3] = LITE_WIRE_READ_RESP + 1;
     expect_bad(b, 1000, "type");
     memcpy(b, good, sizeof(b));
     b[4] = LITE_CHAN_COUNT;
     expect_bad(b, 1000, "channel");
-    memcpy(b, good, sizeof(b));
-    b[5] = 1;
-    expect_bad(b, 1000, "reserved");
-    memcpy(b, good, sizeof(b));
-    b[7] = 1;
-    expect_bad(b, 1000, "reserved");
+    encode(LITE_WIRE_READ_REQ, 0, 1, 8, b);
+    b[5] = LITE_WIRE_F_IMM;
+    expect_bad(b, 1000, "flags on a frame");
+    encode(LITE_WIRE_WRITE, 0, 1, 8, b);
+    b[5] = 0x02;
+    expect_bad(b, 1000, "unknown flags on a write");
     expect_bad(good, 99, "length");
     encode(LITE_WIRE_HELLO, 0, 3, 1, b);
     expect_bad(b, 1000, "control frame");
     encode(LITE_WIRE_BYE, 0, 0, 8, b);
     expect_bad(b, 1000, "control frame");
+    encode(LITE_WIRE_RMA_ACK, 0, 0, 8, b);
+    expect_bad(b, 1000, "control frame");
+    encode(LITE_WIRE_READ_RESP + 1, 0, 0, 0, b);
+    expect_bad(b, 1000, "type");
+    /* a write whose offset + length wraps around */
+    struct lite_wire_hdr h = {.type = LITE_WIRE_WRITE, .len = 16, .offset = UINT64_MAX - 8};
+    lite_wire_encode(&h, b);
+    expect_bad(b, 1000, "overflows");
+    h = (struct lite_wire_hdr){.type = LITE_WIRE_RMA_ACK, .status = 3};
+    lite_wire_encode(&h, b);
+    expect_bad(b, 1000, "positive status");
+    h = (struct lite_wire_hdr){.type = LITE_WIRE_RMA_ACK, .flags = 0x80};
+    lite_wire_encode(&h, b);
+    expect_bad(b, 1000, "flags");
 }
 
 /* Every single-byte corruption of a valid header is either rejected or decodes to a header whose

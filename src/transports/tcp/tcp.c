@@ -31,16 +31,37 @@
 #define CLOSE_DRAIN_MS 2000
 #define MAX_PENDING 16 /* accepted connections that have not said HELLO yet */
 
+/* What happens when a frame has been written out completely. */
+enum tx_done {
+    TX_DONE_NONE = 0,   /* internal frame, or an op that completes on the peer's answer */
+    TX_DONE_OP = 1,     /* a message: send_done(op, 0) */
+    TX_DONE_TARGET = 2, /* a read response: release the target region (rma_target_done) */
+};
+
 struct tx_op {
     struct tx_op *next;
     uint8_t hdr[LITE_WIRE_HDR_LEN];
     const uint8_t *payload;
     size_t len;  /* payload bytes */
     size_t done; /* bytes of hdr + payload written so far */
-    void *op;    /* the core's op, NULL for internal frames */
+    uint8_t on_done;
+    void *op; /* the core's op or target token, per on_done */
 };
 
 enum rx_state { RX_HDR = 0, RX_PAYLOAD = 1 };
+
+/* What the payload being received is, and what to do when it is in place. */
+enum rx_kind { RX_MSG = 0, RX_WRITE = 1, RX_READ_RESP = 2 };
+
+/* A one-sided op this rank started and the peer has not answered yet. The id on the wire is
+ * (generation << 32 | index) so a stale or forged answer is recognised and refused. */
+struct rma_slot {
+    void *op;
+    uint8_t *dst; /* read: where the data goes */
+    uint64_t len;
+    uint32_t gen;
+    uint8_t kind; /* LITE_RMA_WRITE / LITE_RMA_READ; 0 = free */
+};
 
 struct conn {
     int fd;
@@ -53,9 +74,18 @@ struct conn {
     uint8_t *stage;
     size_t lo, hi;
     uint8_t rx_state;
+    uint8_t rx_kind;
     uint8_t *dst; /* NULL while discarding */
     uint64_t remaining;
     void *token;
+    /* the frame being received (RX_WRITE / RX_READ_RESP) */
+    uint64_t rx_id;
+    uint32_t rx_imm;
+    bool rx_has_imm;
+    int rx_status;
+    /* one-sided ops in flight from this rank to the peer */
+    struct rma_slot *slots;
+    uint32_t nslots, *free_slots, nfree;
     char desc[64];
 };
 
@@ -104,6 +134,16 @@ static void ep_set(struct lite_transport *t, struct conn *c, bool want_out)
     c->out_armed = want_out;
 }
 
+/* A frame left (status 0) or will never leave (status < 0). */
+static void tx_complete(struct lite_transport *t, struct tx_op *o, int status)
+{
+    if (o->on_done == TX_DONE_OP)
+        t->up->send_done(t->core, o->op, status);
+    else if (o->on_done == TX_DONE_TARGET)
+        t->up->rma_target_done(t->core, o->op);
+    op_put(t, o);
+}
+
 /* The connection is unusable: fail its queued sends and tell the core once. */
 static void conn_fail(struct lite_transport *t, struct conn *c, int code, const char *why)
 {
@@ -118,11 +158,19 @@ static void conn_fail(struct lite_transport *t, struct conn *c, int code, const 
     while (c->txq) {
         struct tx_op *o = c->txq;
         c->txq = o->next;
-        if (o->op)
-            t->up->send_done(t->core, o->op, code);
-        op_put(t, o);
+        tx_complete(t, o, code);
     }
     c->txq_tail = NULL;
+    for (uint32_t i = 0; i < c->nslots; i++) {
+        if (c->slots[i].kind) {
+            c->slots[i].kind = 0;
+            t->up->send_done(t->core, c->slots[i].op, code);
+        }
+    }
+    /* A payload being placed into a region keeps it registered: release it. */
+    if (c->rx_state == RX_PAYLOAD && c->rx_kind == RX_WRITE && c->token)
+        t->up->rma_target_done(t->core, c->token);
+    c->rx_state = RX_HDR;
     if (c->peer >= 0 && !t->closing)
         t->up->peer_failed(t->core, c->peer, code, why);
 }
@@ -175,10 +223,7 @@ static void conn_flush(struct lite_transport *t, struct conn *c)
             c->txq = o->next;
             if (!c->txq)
                 c->txq_tail = NULL;
-            void *op = o->op;
-            op_put(t, o);
-            if (op)
-                t->up->send_done(t->core, op, 0);
+            tx_complete(t, o, 0);
         }
     }
     if (!c->txq && c->out_armed && !c->dead)
@@ -186,15 +231,16 @@ static void conn_flush(struct lite_transport *t, struct conn *c)
 }
 
 static int enqueue(struct lite_transport *t, struct conn *c, const struct lite_wire_hdr *h,
-                   const void *payload, void *op)
+                   const void *payload, uint8_t on_done, void *op)
 {
     struct tx_op *o = op_get(t);
     if (!o)
         return -ENOMEM;
     lite_wire_encode(h, o->hdr);
     o->payload = payload;
-    o->len = h->len;
+    o->len = lite_wire_payload(h);
     o->done = 0;
+    o->on_done = on_done;
     o->op = op;
     o->next = NULL;
     bool was_empty = c->txq == NULL;
@@ -216,9 +262,102 @@ static int tcp_msg_send(struct lite_transport *t, int peer, const struct lite_ms
     struct conn *c = &t->conns[peer];
     if (c->dead || c->fd < 0)
         return -LITE_ERR_PEER_LOST;
-    struct lite_wire_hdr h = {
-        .type = LITE_WIRE_MSG, .channel = hdr->channel, .tag = hdr->tag, .len = hdr->len};
-    return enqueue(t, c, &h, payload, op);
+    struct lite_wire_hdr h = {.type = LITE_WIRE_MSG,
+                              .channel = hdr->channel,
+                              .flags = hdr->flags,
+                              .credits = hdr->credits,
+                              .tag = hdr->tag,
+                              .len = hdr->len};
+    return enqueue(t, c, &h, payload, TX_DONE_OP, op);
+}
+
+/* ---- one-sided ops (emulated: frames on the same connection) ---- */
+
+static int slot_get(struct conn *c, uint64_t *id)
+{
+    if (c->nfree == 0) {
+        uint32_t n = c->nslots ? c->nslots * 2 : 64;
+        struct rma_slot *s = realloc(c->slots, n * sizeof(*s));
+        if (!s)
+            return -ENOMEM;
+        c->slots = s;
+        uint32_t *f = realloc(c->free_slots, n * sizeof(*f));
+        if (!f)
+            return -ENOMEM;
+        c->free_slots = f;
+        for (uint32_t i = n; i > c->nslots; i--) {
+            memset(&c->slots[i - 1], 0, sizeof(c->slots[0]));
+            c->free_slots[c->nfree++] = i - 1;
+        }
+        c->nslots = n;
+    }
+    uint32_t i = c->free_slots[--c->nfree];
+    c->slots[i].gen++;
+    *id = (uint64_t)c->slots[i].gen << 32 | i;
+    return (int)i;
+}
+
+/* The slot an answer names, or NULL when the id is unknown, stale or of the wrong kind. */
+static struct rma_slot *slot_find(struct conn *c, uint64_t id, uint8_t kind)
+{
+    uint32_t i = (uint32_t)id;
+    if (i >= c->nslots || c->slots[i].gen != (uint32_t)(id >> 32) || c->slots[i].kind != kind)
+        return NULL;
+    return &c->slots[i];
+}
+
+static void slot_put(struct conn *c, struct rma_slot *sl)
+{
+    sl->kind = 0;
+    c->free_slots[c->nfree++] = (uint32_t)(sl - c->slots);
+}
+
+static int tcp_mr_reg(struct lite_transport *t, const struct lite_tp_mr *mr,
+                      struct lite_tp_mr_keys *keys)
+{
+    /* Emulated one-sided ops name regions by the core's key; nothing to pin here. */
+    keys->handle = NULL;
+    keys->nrails = 0;
+    return 0;
+}
+
+static int tcp_mr_dereg(struct lite_transport *t, void *handle)
+{
+    return 0;
+}
+
+static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, void *op)
+{
+    if (r->peer < 0 || r->peer >= t->world || r->peer == t->rank)
+        return -EINVAL;
+    struct conn *c = &t->conns[r->peer];
+    if (c->dead || c->fd < 0)
+        return -LITE_ERR_PEER_LOST;
+    uint64_t id;
+    int i = slot_get(c, &id);
+    if (i < 0)
+        return i;
+    struct rma_slot *sl = &c->slots[i];
+    sl->op = op;
+    sl->kind = (uint8_t)r->kind;
+    sl->dst = r->local;
+    sl->len = r->len;
+    struct lite_wire_hdr h = {.tag = id,
+                              .len = r->len,
+                              .key = r->remote_core_key,
+                              .offset = r->remote_offset};
+    if (r->kind == LITE_RMA_WRITE) {
+        h.type = LITE_WIRE_WRITE;
+        h.flags = r->has_imm ? LITE_WIRE_F_IMM : 0;
+        h.imm = r->imm;
+    } else {
+        h.type = LITE_WIRE_READ_REQ;
+    }
+    /* Completion comes with the peer's answer, not when the bytes leave. */
+    int rc = enqueue(t, c, &h, r->kind == LITE_RMA_WRITE ? r->local : NULL, TX_DONE_NONE, NULL);
+    if (rc)
+        slot_put(c, sl);
+    return rc;
 }
 
 /* ---- receiving ---- */
@@ -248,10 +387,136 @@ static int adopt(struct lite_transport *t, struct conn *pc, uint64_t rank, const
     return 1;
 }
 
+/* Answer a one-sided op of the peer's (write acknowledgement or read refusal). */
+static void send_answer(struct lite_transport *t, struct conn *c, uint8_t type, uint64_t id,
+                        int status)
+{
+    struct lite_wire_hdr h = {.type = type, .tag = id, .status = status};
+    if (enqueue(t, c, &h, NULL, TX_DONE_NONE, NULL) != 0)
+        conn_fail(t, c, -ENOMEM, "out of memory for a one-sided answer");
+}
+
+/* All payload bytes of the current frame are in place (or discarded). */
+static void payload_done(struct lite_transport *t, struct conn *c)
+{
+    c->rx_state = RX_HDR;
+    switch (c->rx_kind) {
+    case RX_MSG:
+        t->up->recv_end(t->core, c->peer, c->token);
+        break;
+    case RX_WRITE:
+        if (c->rx_status == 0) {
+            /* The data is in place before its immediate is counted. */
+            if (c->rx_has_imm)
+                t->up->imm_arrived(t->core, c->peer, c->rx_imm);
+            t->up->rma_target_done(t->core, c->token);
+        }
+        c->token = NULL;
+        send_answer(t, c, LITE_WIRE_RMA_ACK, c->rx_id, c->rx_status);
+        break;
+    case RX_READ_RESP: {
+        struct rma_slot *sl = slot_find(c, c->rx_id, LITE_RMA_READ);
+        void *op = sl->op;
+        slot_put(c, sl);
+        t->up->send_done(t->core, op, c->rx_status);
+        break;
+    }
+    }
+}
+
+/* Start receiving a frame's payload into dst (NULL = discard). */
+static void payload_begin(struct lite_transport *t, struct conn *c, uint8_t kind, void *dst,
+                          uint64_t len)
+{
+    c->rx_kind = kind;
+    c->dst = dst;
+    c->remaining = len;
+    c->rx_state = RX_PAYLOAD;
+    if (len == 0)
+        payload_done(t, c);
+}
+
+/* A decoded header on an identified connection. 0 or a negative code (with *why). */
+static int frame_begin(struct lite_transport *t, struct conn *c, const struct lite_wire_hdr *h,
+                       const char **why)
+{
+    switch (h->type) {
+    case LITE_WIRE_MSG: {
+        struct lite_msg_hdr mh = {.tag = h->tag,
+                                  .len = h->len,
+                                  .channel = h->channel,
+                                  .flags = h->flags,
+                                  .credits = h->credits};
+        void *dst = NULL;
+        int rc = t->up->recv_begin(t->core, c->peer, &mh, &dst, &c->token);
+        if (rc) {
+            *why = "message refused by the core";
+            return rc;
+        }
+        payload_begin(t, c, RX_MSG, dst, h->len);
+        return 0;
+    }
+    case LITE_WIRE_WRITE: {
+        void *dst = NULL;
+        c->rx_id = h->tag;
+        c->rx_imm = h->imm;
+        c->rx_has_imm = (h->flags & LITE_WIRE_F_IMM) != 0;
+        c->token = NULL;
+        /* Key, bounds and rights are checked before a single byte is placed; a refused
+         * write's payload is read and dropped, and the refusal goes back to the initiator. */
+        c->rx_status = t->up->rma_target(t->core, c->peer, h->key, h->offset, h->len,
+                                         LITE_TP_ACCESS_REMOTE_WRITE, &dst, &c->token);
+        payload_begin(t, c, RX_WRITE, c->rx_status == 0 ? dst : NULL, h->len);
+        return 0;
+    }
+    case LITE_WIRE_READ_REQ: {
+        void *src = NULL, *token = NULL;
+        int rc = t->up->rma_target(t->core, c->peer, h->key, h->offset, h->len,
+                                   LITE_TP_ACCESS_REMOTE_READ, &src, &token);
+        struct lite_wire_hdr r = {.type = LITE_WIRE_READ_RESP, .tag = h->tag, .status = rc};
+        if (rc == 0)
+            r.len = h->len;
+        rc = enqueue(t, c, &r, src, rc == 0 ? TX_DONE_TARGET : TX_DONE_NONE, token);
+        if (rc) {
+            if (token)
+                t->up->rma_target_done(t->core, token);
+            *why = "out of memory for a read response";
+            return rc;
+        }
+        return 0;
+    }
+    case LITE_WIRE_RMA_ACK: {
+        struct rma_slot *sl = slot_find(c, h->tag, LITE_RMA_WRITE);
+        if (!sl) {
+            *why = "acknowledgement of an unknown write";
+            return -LITE_ERR_PROTOCOL;
+        }
+        void *op = sl->op;
+        slot_put(c, sl);
+        t->up->send_done(t->core, op, h->status);
+        return 0;
+    }
+    case LITE_WIRE_READ_RESP: {
+        struct rma_slot *sl = slot_find(c, h->tag, LITE_RMA_READ);
+        if (!sl || (h->status == 0 && h->len != sl->len) || (h->status != 0 && h->len != 0)) {
+            *why = "read response that matches no read";
+            return -LITE_ERR_PROTOCOL;
+        }
+        c->rx_id = h->tag;
+        c->rx_status = h->status;
+        payload_begin(t, c, RX_READ_RESP, sl->dst, h->len);
+        return 0;
+    }
+    default:
+        *why = "unexpected frame type";
+        return -LITE_ERR_PROTOCOL;
+    }
+}
+
 /* Parse what is staged. Returns 0, 1 when the connection moved (adopt), or a negative code. */
 static int parse_stage(struct lite_transport *t, struct conn *c, const char **why)
 {
-    while (c->lo < c->hi) {
+    while (c->lo < c->hi && !c->dead) {
         if (c->rx_state == RX_PAYLOAD) {
             size_t k = c->hi - c->lo;
             if (k > c->remaining)
@@ -262,10 +527,8 @@ static int parse_stage(struct lite_transport *t, struct conn *c, const char **wh
             }
             c->lo += k;
             c->remaining -= k;
-            if (c->remaining == 0) {
-                c->rx_state = RX_HDR;
-                t->up->recv_end(t->core, c->peer, c->token);
-            }
+            if (c->remaining == 0)
+                payload_done(t, c);
             continue;
         }
         if (c->hi - c->lo < LITE_WIRE_HDR_LEN)
@@ -290,20 +553,9 @@ static int parse_stage(struct lite_transport *t, struct conn *c, const char **wh
             *why = "message before hello";
             return -LITE_ERR_PROTOCOL;
         }
-        struct lite_msg_hdr mh = {.tag = h.tag, .len = h.len, .channel = h.channel};
-        void *dst = NULL;
-        rc = t->up->recv_begin(t->core, c->peer, &mh, &dst, &c->token);
-        if (rc) {
-            *why = "message refused by the core";
+        rc = frame_begin(t, c, &h, why);
+        if (rc)
             return rc;
-        }
-        if (h.len == 0) {
-            t->up->recv_end(t->core, c->peer, c->token);
-        } else {
-            c->rx_state = RX_PAYLOAD;
-            c->dst = dst;
-            c->remaining = h.len;
-        }
     }
     if (c->lo == c->hi)
         c->lo = c->hi = 0;
@@ -359,10 +611,8 @@ static void conn_rx(struct lite_transport *t, struct conn *c)
         if (direct) {
             c->dst += n;
             c->remaining -= (uint64_t)n;
-            if (c->remaining == 0) {
-                c->rx_state = RX_HDR;
-                t->up->recv_end(t->core, c->peer, c->token);
-            }
+            if (c->remaining == 0)
+                payload_done(t, c);
             continue;
         }
         c->hi += (size_t)n;
@@ -688,7 +938,7 @@ static void tcp_close(struct lite_transport *t)
         for (int p = 0; p < t->world; p++)
             if (t->conns[p].fd >= 0 && !t->conns[p].dead) {
                 struct lite_wire_hdr bye = {.type = LITE_WIRE_BYE};
-                enqueue(t, &t->conns[p], &bye, NULL, NULL);
+                enqueue(t, &t->conns[p], &bye, NULL, TX_DONE_NONE, NULL);
                 conn_flush(t, &t->conns[p]);
                 /* Half-close only with nothing queued; else the drain below ends it. */
                 if (t->conns[p].fd >= 0 && !t->conns[p].txq)
@@ -710,6 +960,8 @@ static void tcp_close(struct lite_transport *t)
         c->fd = -1;
         conn_fail(t, c, -LITE_ERR_CANCELLED, "transport closed");
         free(c->stage);
+        free(c->slots);
+        free(c->free_slots);
     }
     for (int i = 0; i < MAX_PENDING; i++) {
         if (t->pending[i]) {
@@ -736,7 +988,7 @@ const struct lite_transport_ops lite_tcp_ops = {
     .size = sizeof(struct lite_transport_ops),
     .abi_version = LITE_TRANSPORT_ABI_VERSION,
     .name = "tcp",
-    .caps = 0,
+    .caps = LITE_CAP_WRITE | LITE_CAP_WRITE_IMM | LITE_CAP_READ | LITE_CAP_EMULATED_RMA,
     .probe = tcp_probe,
     .open = tcp_open,
     .close = tcp_close,
@@ -744,4 +996,7 @@ const struct lite_transport_ops lite_tcp_ops = {
     .connect_all = tcp_connect_all,
     .msg_send = tcp_msg_send,
     .progress = tcp_progress,
+    .mr_reg = tcp_mr_reg,
+    .mr_dereg = tcp_mr_dereg,
+    .rma_post = tcp_rma_post,
 };

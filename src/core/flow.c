@@ -1,0 +1,499 @@
+/*
+ * flow.c - credit-based flow control and the rendezvous protocol for large messages.
+ *
+ * CREDITS. Each rank grants every peer `credits_max` eager slots. A message on the user or
+ * collective channel (an eager message, or the announcement of a large one) takes a slot; the
+ * receiver frees it when the message no longer occupies its memory (placed in a posted receive,
+ * or delivered out of the unexpected queue) and returns freed slots piggy-backed on its next
+ * message to that peer, or in a CREDIT control message once half the window is owed. A sender
+ * without credit queues the send (the call still returns 0; the request completes later), in
+ * posting order. The receiver enforces the grant: a peer exceeding its slots, or sending an
+ * eager message at or above the rendezvous threshold, is refused as a protocol violation. So the
+ * unexpected-message memory a peer can pin here is at most credits_max x rndv_threshold bytes.
+ *
+ * RENDEZVOUS. A message of rndv_threshold bytes or more is announced (RTS: length and id); the
+ * receiver, once a receive matches it, registers the receive buffer and answers CTS with its
+ * remote descriptor; the sender writes the payload one-sidedly into it and, when the write is
+ * complete at the receiver, sends FIN; the receiver finishes the receive on FIN. On transports
+ * with native RMA the payload moves with no copy at either end.
+ *
+ * Control messages travel on LITE_CHAN_CTRL, take no credit, and are handled at once.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctx.h"
+
+enum { CTRL_CTS = 1, CTRL_FIN = 2, CTRL_CREDIT = 3 };
+#define CTS_LEN (8 + 8 + 8 + LITE_RDESC_SIZE) /* sender id, receiver id, status, descriptor */
+#define FIN_LEN 16                           /* receiver id, status */
+
+#define DEFAULT_CREDITS 64
+#define DEFAULT_RNDV (64 * 1024)
+
+/* Rendezvous state of one request. */
+struct lite_rndv {
+    uint8_t stage;      /* enum below */
+    uint64_t id;        /* sender: our id (in RTS); receiver: our id (in CTS) */
+    uint64_t peer_id;   /* the other side's id */
+    lite_mr_t *mr;      /* receiver: the registration of the receive buffer */
+    int status;         /* sender: status of the write, carried in FIN */
+    bool rts_done;      /* sender: the backend finished sending the RTS */
+    bool cts_seen;      /* sender: the CTS arrived; `write` is ready */
+    struct lite_tp_rma write;
+    uint8_t msg[CTS_LEN]; /* payload of the RTS / CTS / FIN this side sends */
+};
+enum { ST_RTS = 1, ST_WRITE = 2, ST_FIN = 3, ST_CTS = 4 };
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static int env_uint(const char *name, uint64_t def, uint64_t lo, uint64_t hi, uint64_t *out,
+                    char *why, size_t why_len)
+{
+    const char *v = getenv(name);
+    *out = def;
+    if (!v || !*v)
+        return 0;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*end || v[0] == '-' || x < lo || x > hi) {
+        lite_fmt(why, why_len, "%s=\"%s\": must be an integer in [%llu, %llu]", name, v,
+                 (unsigned long long)lo, (unsigned long long)hi);
+        return -LITE_ERR_CONFIG;
+    }
+    *out = x;
+    return 0;
+}
+
+int lite_flow_init(struct lite_ctx *ctx, char *why, size_t why_len)
+{
+    uint64_t credits, rndv;
+    int rc = env_uint("LITETX_CREDITS", DEFAULT_CREDITS, 2, 65535, &credits, why, why_len);
+    if (!rc)
+        rc = env_uint("LITETX_RNDV_THRESHOLD", DEFAULT_RNDV, 64, 1ull << 30, &rndv, why, why_len);
+    if (rc)
+        return rc;
+    ctx->credits_max = (uint32_t)credits;
+    ctx->rndv_threshold = (size_t)rndv;
+    for (int i = 0; i < ctx->s.world_size; i++)
+        ctx->peers[i].credits = ctx->credits_max;
+    return 0;
+}
+
+/* Credits owed to the peer, taken for piggy-backing on a message to it. */
+static uint16_t take_owed(struct lite_peer *p)
+{
+    uint32_t n = p->credits_owed > 0xffff ? 0xffff : p->credits_owed;
+    p->credits_owed -= n;
+    p->rx_outstanding -= n;
+    return (uint16_t)n;
+}
+
+/* A control message to `peer`; `payload` must live until the backend is done with it, so it
+ * is the request's own buffer (or NULL). `op` NULL: fire and forget through a heap request. */
+static int send_ctrl(struct lite_ctx *ctx, int peer, uint8_t type, const void *payload,
+                     size_t len, struct lite_request *op)
+{
+    struct lite_peer *p = &ctx->peers[peer];
+    if (p->lost)
+        return p->lost_code;
+    struct lite_request *r = op;
+    if (!r) {
+        r = lite_request_new(LITE_REQ_SEND, LITE_CHAN_CTRL, peer, 0, NULL, 0);
+        if (!r)
+            return -ENOMEM;
+        r->pending_ops = 1;
+        r->kind = 0; /* internal: released by flow_send_done */
+    }
+    struct lite_msg_hdr h = {.tag = ++p->ctrl_seq,
+                             .len = len,
+                             .channel = LITE_CHAN_CTRL,
+                             .flags = type,
+                             .credits = take_owed(p)};
+    int rc = ctx->ops.msg_send(ctx->tp, peer, &h, payload, r);
+    if (rc && !op)
+        lite_request_release(r);
+    return rc;
+}
+
+/* Hand a user/collective message to the backend now: eager, or an RTS for a large one. */
+static int post_now(struct lite_ctx *ctx, struct lite_request *r)
+{
+    struct lite_peer *p = &ctx->peers[r->peer];
+    struct lite_msg_hdr h = {.tag = r->tag, .channel = r->channel};
+    const void *payload = r->buf;
+    h.len = r->len;
+    if (r->rndv) {
+        h.flags = LITE_MSGF_RTS;
+        h.len = 16;
+        payload = r->rndv->msg;
+    }
+    p->credits--;
+    h.credits = take_owed(p);
+    int rc = ctx->ops.msg_send(ctx->tp, r->peer, &h, payload, r);
+    if (rc) {
+        p->credits++;
+        p->credits_owed += h.credits;
+        p->rx_outstanding += h.credits;
+    }
+    return rc;
+}
+
+/* Send what waits for credit, in order, as far as the credit goes. */
+static void drain(struct lite_ctx *ctx, int peer)
+{
+    struct lite_peer *p = &ctx->peers[peer];
+    while (p->sendq && p->credits > 0 && !p->lost) {
+        struct lite_request *r = p->sendq;
+        p->sendq = r->next;
+        if (!p->sendq)
+            p->sendq_tail = NULL;
+        r->next = NULL;
+        if (r->rndv) {
+            r->next = p->rndv_send;
+            p->rndv_send = r;
+        }
+        int rc = post_now(ctx, r);
+        if (rc) {
+            if (r->rndv) {
+                p->rndv_send = r->next;
+                r->next = NULL;
+            }
+            lite_fail(ctx, rc, "queued send to rank %d failed: %s", peer, lite_strerror(rc));
+            lite_request_finish(r, rc);
+        }
+    }
+}
+
+int lite_flow_send(struct lite_ctx *ctx, struct lite_request *r)
+{
+    struct lite_peer *p = &ctx->peers[r->peer];
+    if (r->len >= ctx->rndv_threshold) {
+        r->rndv = calloc(1, sizeof(*r->rndv));
+        if (!r->rndv)
+            return -ENOMEM;
+        r->rndv->stage = ST_RTS;
+        r->rndv->id = ++p->rndv_next_id;
+        put64(r->rndv->msg, r->len);
+        put64(r->rndv->msg + 8, r->rndv->id);
+    }
+    if (p->credits == 0 || p->sendq) {
+        /* Out of credit: queue behind what already waits, so order is kept. */
+        if (p->sendq_tail)
+            p->sendq_tail->next = r;
+        else
+            p->sendq = r;
+        p->sendq_tail = r;
+        return 0;
+    }
+    int rc = post_now(ctx, r);
+    if (rc == 0 && r->rndv) {
+        r->next = p->rndv_send;
+        p->rndv_send = r;
+    }
+    return rc;
+}
+
+int lite_flow_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr)
+{
+    struct lite_peer *p = &ctx->peers[peer];
+    if (hdr->credits) {
+        p->credits += hdr->credits;
+        if (p->credits > ctx->credits_max) {
+            lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d returned more credits than it had",
+                      peer);
+            return -LITE_ERR_PROTOCOL;
+        }
+        drain(ctx, peer);
+    }
+    if (p->rx_outstanding >= ctx->credits_max) {
+        lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d sent beyond its %u credits", peer,
+                  ctx->credits_max);
+        return -LITE_ERR_PROTOCOL;
+    }
+    if (!(hdr->flags & LITE_MSGF_RTS) && hdr->len >= ctx->rndv_threshold) {
+        lite_fail(ctx, -LITE_ERR_PROTOCOL,
+                  "rank %d sent a %llu-byte eager message (rendezvous threshold %zu)", peer,
+                  (unsigned long long)hdr->len, ctx->rndv_threshold);
+        return -LITE_ERR_PROTOCOL;
+    }
+    if (hdr->flags & ~LITE_MSGF_RTS) {
+        lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d sent unknown message flags", peer);
+        return -LITE_ERR_PROTOCOL;
+    }
+    p->rx_outstanding++;
+    return 0;
+}
+
+void lite_flow_freed(struct lite_ctx *ctx, int peer)
+{
+    struct lite_peer *p = &ctx->peers[peer];
+    p->credits_owed++;
+    /* Return credit explicitly once half the window is owed and no message carried it. */
+    if (p->credits_owed >= ctx->credits_max / 2 && !p->lost)
+        send_ctrl(ctx, peer, CTRL_CREDIT, NULL, 0, NULL);
+}
+
+/* ---- rendezvous, receiver side ---- */
+
+void lite_flow_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_t len,
+                           uint64_t id)
+{
+    struct lite_peer *p = &ctx->peers[r->peer];
+    struct lite_rndv *rv = calloc(1, sizeof(*rv));
+    int status = 0;
+    if (!rv) {
+        lite_request_finish(r, -ENOMEM);
+        return;
+    }
+    r->rndv = rv;
+    rv->stage = ST_CTS;
+    rv->id = ++p->rndv_next_id;
+    rv->peer_id = id;
+    r->state = LITE_REQ_ACTIVE;
+    r->bytes = len;
+    lite_rdesc_t desc;
+    memset(&desc, 0, sizeof(desc));
+    if (len > r->len) {
+        status = -LITE_ERR_TRUNCATED;
+    } else {
+        status = lite_mr_reg(ctx, r->buf, len ? len : 1, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE,
+                             &rv->mr);
+        if (!status)
+            lite_mr_desc(ctx, rv->mr, &desc);
+    }
+    put64(rv->msg, id);
+    put64(rv->msg + 8, rv->id);
+    put64(rv->msg + 16, (uint64_t)(int64_t)status);
+    memcpy(rv->msg + 24, desc.bytes, LITE_RDESC_SIZE);
+    /* The CTS goes out through a request of its own; this request waits for FIN. */
+    struct lite_request *cts = lite_request_new(0, LITE_CHAN_CTRL, r->peer, 0, NULL, 0);
+    int rc = cts ? 0 : -ENOMEM;
+    if (cts) {
+        cts->pending_ops = 1;
+        cts->rndv = NULL;
+        /* The payload lives in r->rndv until FIN, which comes only after the CTS left. */
+        rc = send_ctrl(ctx, r->peer, CTRL_CTS, rv->msg, CTS_LEN, cts);
+        if (rc)
+            lite_request_release(cts);
+    }
+    if (rc || status) {
+        if (rv->mr)
+            lite_mr_dereg(ctx, rv->mr);
+        rv->mr = NULL;
+        r->bytes = 0;
+        lite_request_finish(r, rc ? rc : status);
+        return;
+    }
+    r->next = p->rndv_recv;
+    p->rndv_recv = r;
+}
+
+static struct lite_request *take_by_id(struct lite_request **head, uint64_t id)
+{
+    for (struct lite_request **pp = head; *pp; pp = &(*pp)->next) {
+        if ((*pp)->rndv->id == id) {
+            struct lite_request *r = *pp;
+            *pp = r->next;
+            r->next = NULL;
+            return r;
+        }
+    }
+    return NULL;
+}
+
+/* ---- rendezvous, sender side ---- */
+
+static void start_write(struct lite_ctx *ctx, struct lite_request *r)
+{
+    r->rndv->stage = ST_WRITE;
+    int rc = ctx->ops.rma_post(ctx->tp, &r->rndv->write, r);
+    if (rc) {
+        lite_fail(ctx, rc, "rendezvous write to rank %d failed: %s", r->peer, lite_strerror(rc));
+        lite_request_finish(r, rc);
+    }
+}
+
+/* ---- control messages ---- */
+
+int lite_flow_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr,
+                         void **dst)
+{
+    struct lite_peer *p = &ctx->peers[peer];
+    size_t want = hdr->flags == CTRL_CTS ? CTS_LEN : hdr->flags == CTRL_FIN ? FIN_LEN : 0;
+    if (hdr->flags < CTRL_CTS || hdr->flags > CTRL_CREDIT || hdr->len != want) {
+        lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d sent a malformed control message", peer);
+        return -LITE_ERR_PROTOCOL;
+    }
+    if (p->rcvd_any[LITE_CHAN_CTRL] && hdr->tag <= p->last_rcvd_tag[LITE_CHAN_CTRL]) {
+        lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d repeated a control message", peer);
+        return -LITE_ERR_PROTOCOL;
+    }
+    p->rcvd_any[LITE_CHAN_CTRL] = true;
+    p->last_rcvd_tag[LITE_CHAN_CTRL] = hdr->tag;
+    if (hdr->credits) {
+        p->credits += hdr->credits;
+        if (p->credits > ctx->credits_max) {
+            lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d returned more credits than it had",
+                      peer);
+            return -LITE_ERR_PROTOCOL;
+        }
+        drain(ctx, peer);
+    }
+    p->rx_hdr = *hdr;
+    *dst = want ? p->rx_small : NULL;
+    return 0;
+}
+
+int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
+{
+    struct lite_peer *p = &ctx->peers[peer];
+    const uint8_t *m = p->rx_small;
+    switch (p->rx_hdr.flags) {
+    case CTRL_CREDIT:
+        break;
+    case CTRL_CTS: {
+        struct lite_request *r = take_by_id(&p->rndv_send, get64(m));
+        if (!r || r->rndv->stage != ST_RTS) {
+            lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d answered an unknown rendezvous", peer);
+            return -LITE_ERR_PROTOCOL;
+        }
+        struct lite_rndv *rv = r->rndv;
+        rv->peer_id = get64(m + 8);
+        int status = (int)(int64_t)get64(m + 16);
+        if (status > 0)
+            status = -LITE_ERR_PROTOCOL;
+        if (status) {
+            /* The receiver refused (too short a buffer): the message is delivered as
+             * truncated there; for the sender it is done. */
+            lite_request_finish(r, 0);
+            break;
+        }
+        struct lite_rdesc_info ri;
+        lite_rdesc_t d;
+        memcpy(d.bytes, m + 24, LITE_RDESC_SIZE);
+        int rc = lite_rdesc_parse(ctx, &d, peer, &ri);
+        if (!rc && ri.len < r->len)
+            rc = -LITE_ERR_PROTOCOL;
+        if (rc) {
+            lite_request_finish(r, -LITE_ERR_PROTOCOL);
+            return -LITE_ERR_PROTOCOL;
+        }
+        rv->write = (struct lite_tp_rma){.kind = LITE_RMA_WRITE,
+                                         .peer = peer,
+                                         .local = r->buf,
+                                         .local_handle = NULL,
+                                         .len = r->len,
+                                         .remote_addr = ri.addr,
+                                         .remote_offset = 0,
+                                         .remote_core_key = ri.core_key,
+                                         .nrails = ri.nrails};
+        memcpy(rv->write.rkey, ri.rkey, sizeof(rv->write.rkey));
+        rv->cts_seen = true;
+        /* Some backends report the RTS's own completion after the answer: wait for both. */
+        if (rv->rts_done)
+            start_write(ctx, r);
+        break;
+    }
+    case CTRL_FIN: {
+        struct lite_request *r = take_by_id(&p->rndv_recv, get64(m));
+        if (!r) {
+            lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d finished an unknown rendezvous", peer);
+            return -LITE_ERR_PROTOCOL;
+        }
+        int status = (int)(int64_t)get64(m + 8);
+        if (r->rndv->mr)
+            lite_mr_dereg(ctx, r->rndv->mr);
+        r->rndv->mr = NULL;
+        if (status)
+            r->bytes = 0;
+        lite_request_finish(r, status > 0 ? -LITE_ERR_PROTOCOL : status);
+        break;
+    }
+    }
+    return 0;
+}
+
+bool lite_flow_send_done(struct lite_ctx *ctx, struct lite_request *r, int status)
+{
+    struct lite_rndv *rv = r->rndv;
+    if (rv->stage == ST_RTS) {
+        /* The RTS left; the request waits for CTS (on rndv_send). An error fails it. */
+        if (status) {
+            struct lite_peer *p = &ctx->peers[r->peer];
+            take_by_id(&p->rndv_send, rv->id);
+            lite_request_finish(r, status);
+            return true;
+        }
+        rv->rts_done = true;
+        if (rv->cts_seen)
+            start_write(ctx, r);
+        return true;
+    }
+    if (rv->stage == ST_WRITE) {
+        /* The data is in place at the receiver (or refused): tell it with FIN. */
+        rv->status = status;
+        rv->stage = ST_FIN;
+        put64(rv->msg, rv->peer_id);
+        put64(rv->msg + 8, (uint64_t)(int64_t)status);
+        int rc = send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r);
+        if (rc)
+            lite_request_finish(r, rc);
+        return true;
+    }
+    if (rv->stage == ST_FIN) {
+        if (status == 0)
+            r->bytes = r->len;
+        lite_request_finish(r, rv->status ? rv->status : status);
+        return true;
+    }
+    return false;
+}
+
+/* Internal control requests (kind 0) are released when the backend is done with them. */
+static void fail_chain(struct lite_request **head, int code)
+{
+    while (*head) {
+        struct lite_request *r = *head;
+        *head = r->next;
+        r->next = NULL;
+        lite_request_finish(r, code);
+    }
+}
+
+void lite_flow_peer_failed(struct lite_ctx *ctx, int peer, int code)
+{
+    struct lite_peer *p = &ctx->peers[peer];
+    fail_chain(&p->sendq, code);
+    p->sendq_tail = NULL;
+    fail_chain(&p->rndv_send, code);
+    for (struct lite_request *r = p->rndv_recv; r; r = r->next)
+        if (r->rndv->mr) {
+            lite_mr_dereg(ctx, r->rndv->mr);
+            r->rndv->mr = NULL;
+        }
+    fail_chain(&p->rndv_recv, code);
+}
+
+void lite_flow_fini(struct lite_ctx *ctx)
+{
+    for (int i = 0; ctx->peers && i < ctx->s.world_size; i++) {
+        struct lite_peer *p = &ctx->peers[i];
+        fail_chain(&p->sendq, -LITE_ERR_CANCELLED);
+        fail_chain(&p->rndv_send, -LITE_ERR_CANCELLED);
+        fail_chain(&p->rndv_recv, -LITE_ERR_CANCELLED);
+    }
+}

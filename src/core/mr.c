@@ -1,0 +1,304 @@
+/*
+ * mr.c - memory registration: the region table, remote descriptors (pack, parse, exchange), and
+ * the target-side check of every emulated one-sided op (key, bounds, rights) before a byte moves.
+ *
+ * Remote descriptor layout (LITE_RDESC_SIZE bytes, little-endian):
+ *    0  u8 version | u8 nrails | u16 transport id | u32 owner rank
+ *    8  u64 base address
+ *   16  u64 length
+ *   24  u32 access | u32 memory kind
+ *   32  u64 core key (generation << 32 | slot + 1)
+ *   40  u64 rkey[LITE_MAX_RAILS]
+ *  104  u32 magic "LTRD" | u32 FNV-1a checksum of bytes 0..103
+ *  112  zero
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll.h"
+#include "ctx.h"
+
+#define RDESC_MAGIC 0x4452544cu /* "LTRD" */
+#define RDESC_SUM_OFF 104
+#define DEREG_WAIT_MS 10000
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static uint32_t fnv1a(const uint8_t *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+static uint16_t transport_id(const char *name)
+{
+    uint32_t h = fnv1a((const uint8_t *)name, strlen(name));
+    return (uint16_t)(h ^ (h >> 16));
+}
+
+static struct lite_mr *lookup(struct lite_ctx *ctx, uint64_t key)
+{
+    uint32_t slot = (uint32_t)key;
+    if (slot == 0 || slot > ctx->nmrs)
+        return NULL;
+    struct lite_mr *mr = ctx->mrs[slot - 1];
+    return mr && mr->key == key ? mr : NULL;
+}
+
+LITE_API int lite_mr_reg(lite_ctx_t *ctx, void *addr, size_t len, int kind, unsigned access,
+                         lite_mr_t **out)
+{
+    if (!ctx)
+        return -EINVAL;
+    if (!out || !addr || len == 0)
+        return lite_fail(ctx, -EINVAL, "mr_reg: %s", !out ? "NULL output" : "empty region");
+    if (access & ~(unsigned)(LITE_ACCESS_REMOTE_WRITE | LITE_ACCESS_REMOTE_READ))
+        return lite_fail(ctx, -EINVAL, "mr_reg: unknown access bits %#x", access);
+    if (kind != LITE_MEM_HOST && kind != LITE_MEM_CUDA)
+        return lite_fail(ctx, -EINVAL, "mr_reg: unknown memory kind %d", kind);
+    if (kind == LITE_MEM_CUDA && !(ctx->ops.caps & LITE_CAP_DEVICE_MEM))
+        return lite_fail(ctx, -ENOSYS, "mr_reg: transport %s cannot register device memory",
+                         ctx->ops.name);
+    if ((uintptr_t)addr > UINTPTR_MAX - len)
+        return lite_fail(ctx, -EINVAL, "mr_reg: region wraps around the address space");
+    if (!ctx->tp_id)
+        ctx->tp_id = transport_id(ctx->ops.name);
+
+    uint32_t slot = 0;
+    while (slot < ctx->nmrs && ctx->mrs[slot])
+        slot++;
+    if (slot == ctx->nmrs) {
+        uint32_t n = ctx->nmrs ? ctx->nmrs * 2 : 16;
+        struct lite_mr **m = realloc(ctx->mrs, n * sizeof(*m));
+        if (!m)
+            return lite_fail(ctx, -ENOMEM, "mr_reg: out of memory");
+        ctx->mrs = m;
+        uint32_t *g = realloc(ctx->mr_gen, n * sizeof(*g));
+        if (!g)
+            return lite_fail(ctx, -ENOMEM, "mr_reg: out of memory");
+        ctx->mr_gen = g;
+        /* Generations start at a per-context random point so another context's (or an earlier
+         * run's) descriptor does not happen to name a live region. */
+        uint32_t seed = (uint32_t)lite_now_ns() ^ (uint32_t)(uintptr_t)ctx;
+        for (uint32_t i = ctx->nmrs; i < n; i++) {
+            ctx->mrs[i] = NULL;
+            ctx->mr_gen[i] = fnv1a((const uint8_t *)&seed, sizeof(seed)) + i * 7919u;
+        }
+        ctx->nmrs = n;
+    }
+    struct lite_mr *mr = calloc(1, sizeof(*mr));
+    if (!mr)
+        return lite_fail(ctx, -ENOMEM, "mr_reg: out of memory");
+    mr->addr = addr;
+    mr->len = len;
+    mr->kind = kind;
+    mr->access = access;
+    mr->key = (uint64_t)(++ctx->mr_gen[slot]) << 32 | (slot + 1);
+    struct lite_tp_mr tm = {.addr = addr,
+                            .len = len,
+                            .mem_kind = kind,
+                            .access = access,
+                            .core_key = mr->key};
+    int rc = ctx->ops.mr_reg(ctx->tp, &tm, &mr->keys);
+    if (rc) {
+        free(mr);
+        return lite_fail(ctx, rc, "mr_reg: transport %s refused the region: %s", ctx->ops.name,
+                         lite_strerror(rc));
+    }
+    ctx->mrs[slot] = mr;
+    *out = mr;
+    return 0;
+}
+
+LITE_API int lite_mr_dereg(lite_ctx_t *ctx, lite_mr_t *mr)
+{
+    if (!ctx || !mr)
+        return ctx ? 0 : -EINVAL;
+    if (lookup(ctx, mr->key) != mr)
+        return lite_fail(ctx, -EINVAL, "mr_dereg: not a registered region of this context");
+    /* Peers' ops already placing data here finish first, so nothing writes into memory the
+     * caller may free as soon as this returns. */
+    int64_t deadline = lite_deadline_ns(DEREG_WAIT_MS);
+    while (mr->inflight > 0 && lite_now_ns() < deadline)
+        lite_progress_once(ctx, 1);
+    int rc = 0;
+    if (mr->inflight > 0) {
+        rc = lite_fail(ctx, -ETIMEDOUT, "mr_dereg: %u peer op(s) still using the region",
+                       mr->inflight);
+        return rc;
+    }
+    ctx->mrs[(uint32_t)mr->key - 1] = NULL;
+    rc = ctx->ops.mr_dereg(ctx->tp, mr->keys.handle);
+    free(mr);
+    return rc;
+}
+
+void lite_mr_fini(struct lite_ctx *ctx)
+{
+    for (uint32_t i = 0; i < ctx->nmrs; i++) {
+        if (ctx->mrs[i]) {
+            if (ctx->tp)
+                ctx->ops.mr_dereg(ctx->tp, ctx->mrs[i]->keys.handle);
+            free(ctx->mrs[i]);
+        }
+    }
+    free(ctx->mrs);
+    free(ctx->mr_gen);
+    ctx->mrs = NULL;
+    ctx->mr_gen = NULL;
+    ctx->nmrs = 0;
+}
+
+static void pack(struct lite_ctx *ctx, const struct lite_mr *mr, lite_rdesc_t *d)
+{
+    uint8_t *b = d->bytes;
+    memset(b, 0, LITE_RDESC_SIZE);
+    b[0] = LITE_RDESC_VERSION;
+    b[1] = (uint8_t)mr->keys.nrails;
+    b[2] = (uint8_t)ctx->tp_id;
+    b[3] = (uint8_t)(ctx->tp_id >> 8);
+    put32(b + 4, (uint32_t)ctx->s.rank);
+    put64(b + 8, (uint64_t)(uintptr_t)mr->addr);
+    put64(b + 16, mr->len);
+    put32(b + 24, mr->access);
+    put32(b + 28, (uint32_t)mr->kind);
+    put64(b + 32, mr->key);
+    for (uint32_t i = 0; i < mr->keys.nrails && i < LITE_MAX_RAILS; i++)
+        put64(b + 40 + 8 * i, mr->keys.rkey[i]);
+    put32(b + RDESC_SUM_OFF, RDESC_MAGIC);
+    put32(b + RDESC_SUM_OFF + 4, fnv1a(b, RDESC_SUM_OFF));
+}
+
+LITE_API int lite_mr_desc(lite_ctx_t *ctx, const lite_mr_t *mr, lite_rdesc_t *desc)
+{
+    if (!ctx || !mr || !desc)
+        return -EINVAL;
+    pack(ctx, mr, desc);
+    return 0;
+}
+
+int lite_rdesc_parse(struct lite_ctx *ctx, const lite_rdesc_t *d, int peer,
+                     struct lite_rdesc_info *out)
+{
+    if (!d)
+        return lite_fail(ctx, -EINVAL, "NULL remote descriptor");
+    const uint8_t *b = d->bytes;
+    if (!ctx->tp_id)
+        ctx->tp_id = transport_id(ctx->ops.name);
+    if (get32(b + RDESC_SUM_OFF) != RDESC_MAGIC ||
+        get32(b + RDESC_SUM_OFF + 4) != fnv1a(b, RDESC_SUM_OFF))
+        return lite_fail(ctx, -EINVAL, "not a remote descriptor (bad magic or checksum)");
+    if (b[0] != LITE_RDESC_VERSION)
+        return lite_fail(ctx, -EINVAL, "remote descriptor version %u, expected %u", b[0],
+                         LITE_RDESC_VERSION);
+    if ((uint16_t)(b[2] | b[3] << 8) != ctx->tp_id)
+        return lite_fail(ctx, -EINVAL, "remote descriptor belongs to another transport than %s",
+                         ctx->ops.name);
+    out->owner = get32(b + 4);
+    if (out->owner != (uint32_t)peer)
+        return lite_fail(ctx, -EINVAL, "remote descriptor is of rank %u, not of rank %d",
+                         out->owner, peer);
+    out->nrails = b[1];
+    if (out->nrails > LITE_MAX_RAILS)
+        return lite_fail(ctx, -EINVAL, "remote descriptor with %u rails", out->nrails);
+    out->addr = get64(b + 8);
+    out->len = get64(b + 16);
+    out->access = get32(b + 24);
+    out->kind = (int)get32(b + 28);
+    out->core_key = get64(b + 32);
+    for (uint32_t i = 0; i < out->nrails; i++)
+        out->rkey[i] = get64(b + 40 + 8 * i);
+    return 0;
+}
+
+LITE_API int lite_mr_exchange(lite_ctx_t *ctx, const lite_mr_t *mr, lite_rdesc_t *descs,
+                              int timeout_ms)
+{
+    if (!ctx || !descs)
+        return -EINVAL;
+    int n = ctx->s.world_size, me = ctx->s.rank;
+    int64_t deadline =
+        lite_deadline_ns(timeout_ms == LITE_TIMEOUT_DEFAULT ? ctx->s.op_timeout_ms : timeout_ms);
+    memset(&descs[me], 0, sizeof(descs[me]));
+    if (mr)
+        pack(ctx, mr, &descs[me]);
+    uint64_t tag = lite_coll_tag(ctx->coll_seq++, 0);
+    struct lite_request **reqs = calloc(2 * (size_t)n, sizeof(*reqs));
+    if (!reqs)
+        return lite_fail(ctx, -ENOMEM, "mr_exchange: out of memory");
+    int rc = 0;
+    for (int p = 0; p < n && !rc; p++) {
+        if (p == me)
+            continue;
+        rc = lite_post_recv(ctx, LITE_CHAN_COLL, p, tag, &descs[p], sizeof(descs[p]),
+                            &reqs[2 * p]);
+        if (!rc)
+            rc = lite_post_send(ctx, LITE_CHAN_COLL, p, tag, &descs[me], sizeof(descs[me]),
+                                &reqs[2 * p + 1]);
+    }
+    if (!rc)
+        rc = lite_wait_all(ctx, reqs, 2 * n, deadline);
+    for (int i = 0; i < 2 * n; i++)
+        if (reqs[i])
+            lite_cancel(ctx, reqs[i]);
+    free(reqs);
+    return rc;
+}
+
+/* ---- target side of emulated one-sided ops ---- */
+
+int lite_mr_target(struct lite_core *core, int peer, uint64_t key, uint64_t offset, uint64_t len,
+                   unsigned access, void **addr, void **token)
+{
+    struct lite_ctx *ctx = (struct lite_ctx *)core;
+    struct lite_mr *mr = lookup(ctx, key);
+    int rc = 0;
+    if (!mr)
+        rc = -LITE_ERR_REMOTE_KEY;
+    else if (offset > mr->len || len > mr->len - offset)
+        rc = -LITE_ERR_REMOTE_BOUNDS;
+    else if (!(mr->access & access))
+        rc = -LITE_ERR_REMOTE_ACCESS;
+    if (rc) {
+        LITE_INFO("rank %d refused a one-sided op of rank %d (key %#llx, offset %llu, %llu "
+                  "bytes): %s",
+                  ctx->s.rank, peer, (unsigned long long)key, (unsigned long long)offset,
+                  (unsigned long long)len, lite_strerror(rc));
+        return rc;
+    }
+    mr->inflight++;
+    *addr = (uint8_t *)mr->addr + offset;
+    *token = mr;
+    return 0;
+}
+
+void lite_mr_target_done(struct lite_core *core, void *token)
+{
+    struct lite_mr *mr = token;
+    if (mr && mr->inflight)
+        mr->inflight--;
+}

@@ -36,3 +36,14 @@ function(lite_backend_decide name found missing outvar)
     set(${outvar} FALSE PARENT_SCOPE)
   endif()
 endfunction()
+
+# lite_test_variant(NAME TRANSPORT tp [ENV K=V ...]): the multi-process tests run once per
+# variant. Every backend gets a default variant named after it; a backend with several
+# configurations worth testing (e.g. libfabric providers) adds more. Values with ';' must be
+# escaped as '\\;'.
+function(lite_test_variant name)
+  cmake_parse_arguments(V "" "TRANSPORT" "ENV" ${ARGN})
+  set_property(GLOBAL APPEND PROPERTY LITE_TEST_VARIANTS ${name})
+  set_property(GLOBAL PROPERTY LITE_VARIANT_${name}_TRANSPORT ${V_TRANSPORT})
+  set_property(GLOBAL PROPERTY LITE_VARIANT_${name}_ENV "${V_ENV}")
+endfunction()

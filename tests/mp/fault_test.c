@@ -143,6 +143,8 @@ static void exchange(lite_ctx_t *ctx, uint64_t tag)
 
 static void garbage_transport(void)
 {
+    if (strcmp(mp_transport(), "tcp") != 0)
+        mp_skip("garbage_transport attacks the TCP transport's port; not applicable here");
     int base = root_port() + 100;
     char v[16];
     snprintf(v, sizeof(v), "%d", base);

@@ -56,6 +56,23 @@ static inline long mp_verify(const uint8_t *buf, size_t len, int src, int dst, u
     return -1;
 }
 
+/* Exit code CTest reads as "skipped" (SKIP_RETURN_CODE in tests/mp/CMakeLists.txt). */
+#define MP_SKIP 77
+
+/* Skip the test with a reason printed; every rank must decide the same way. */
+static inline void mp_skip(const char *why)
+{
+    printf("SKIPPED: %s\n", why);
+    exit(MP_SKIP);
+}
+
+/* The transport the launcher asked for ("auto" when none). */
+static inline const char *mp_transport(void)
+{
+    const char *t = getenv("LITETX_TRANSPORT");
+    return t && *t ? t : "auto";
+}
+
 static inline lite_ctx_t *mp_init(void)
 {
     lite_config_t cfg = lite_config_default();

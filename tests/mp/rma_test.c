@@ -1,0 +1,343 @@
+/*
+ * rma_test.c - one-sided writes, reads, paged and scatter writes, ImmCounter, and the target's
+ * refusal of bad ops, between every pair of ranks (itself included), bytes checked one by one.
+ *
+ * Run: litetx-run -n N rma_test   (N = 2..4)
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mp_common.h"
+
+#define WIN (16u << 20) /* each rank's exposed window: 16 MiB + slack for offsets */
+#define WIN_LEN (WIN + 4096)
+
+static const size_t sizes[] = {0, 1, 3, 4093, 65536, 65537, 1u << 20, 16u << 20};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static int n, me;
+static uint8_t *win, *src;
+static lite_mr_t *win_mr, *src_mr;
+static lite_rdesc_t *descs; /* every rank's window descriptor */
+
+static void setup(lite_ctx_t *ctx)
+{
+    n = lite_world_size(ctx);
+    me = lite_rank(ctx);
+    win = malloc(WIN_LEN);
+    src = malloc(WIN_LEN);
+    descs = calloc((size_t)n, sizeof(*descs));
+    CHECK(win && src && descs, "oom");
+    memset(win, 0, WIN_LEN);
+    CHECK_RC(ctx, lite_mr_reg(ctx, win, WIN_LEN, LITE_MEM_HOST,
+                              LITE_ACCESS_REMOTE_WRITE | LITE_ACCESS_REMOTE_READ, &win_mr));
+    CHECK_RC(ctx, lite_mr_reg(ctx, src, WIN_LEN, LITE_MEM_HOST, 0, &src_mr));
+    CHECK_RC(ctx, lite_mr_exchange(ctx, win_mr, descs, 30000));
+}
+
+/*
+ * Every rank writes each size to every rank (itself too) at an unaligned offset, with an
+ * immediate; each target waits for n arrivals of that size's immediate and checks the bytes.
+ * Rank r writes into the target's window at slot r, so writers never overlap.
+ */
+static void writes_all_sizes(lite_ctx_t *ctx)
+{
+    for (size_t s = 0; s < NSIZES; s++) {
+        size_t len = sizes[s];
+        size_t slot = len ? (WIN - 64) / (size_t)n : 0;
+        if (len > slot && len)
+            continue; /* does not fit n slots at this world size: 16 MiB runs below */
+        size_t off = 7 + (size_t)me * slot, soff = 3;
+        uint32_t imm = 0x1000 + (uint32_t)s;
+        lite_request_t **reqs = calloc((size_t)n, sizeof(*reqs));
+        for (int p = 0; p < n; p++) {
+            mp_fill(src + soff, len, me, p, (uint32_t)s);
+            CHECK_RC(ctx, lite_write_imm(ctx, p, src_mr, soff, &descs[p], off, len, imm, &reqs[p]));
+            CHECK_RC(ctx, lite_wait(ctx, reqs[p], 60000, NULL));
+        }
+        free(reqs);
+        CHECK_RC(ctx, lite_imm_wait(ctx, imm, (uint64_t)n, 60000));
+        for (int p = 0; p < n; p++) {
+            long bad = mp_verify(win + 7 + (size_t)p * slot, len, p, me, (uint32_t)s);
+            CHECK(bad < 0, "write of %zu B from rank %d wrong at byte %ld", len, p, bad);
+        }
+        CHECK_RC(ctx, lite_barrier(ctx, 30000)); /* before the window is reused */
+    }
+    /* 16 MiB from one writer at a time (rank (me+1)%n writes to me) */
+    int to = (me + 1) % n, from = (me - 1 + n) % n;
+    mp_fill(src + 1, 16u << 20, me, to, 99);
+    lite_request_t *r;
+    CHECK_RC(ctx, lite_write_imm(ctx, to, src_mr, 1, &descs[to], 5, 16u << 20, 0x2000, &r));
+    CHECK_RC(ctx, lite_wait(ctx, r, 60000, NULL));
+    CHECK_RC(ctx, lite_imm_wait(ctx, 0x2000, 1, 60000));
+    CHECK(mp_verify(win + 5, 16u << 20, from, me, 99) < 0, "16 MiB write corrupted");
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+}
+
+/* Reads of every size from the next rank's window, at odd offsets. */
+static void reads(lite_ctx_t *ctx)
+{
+    int to = (me + 1) % n;
+    /* each rank fills its own window with a known pattern, then everyone reads */
+    mp_fill(win, WIN_LEN, me, me, 7);
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    for (size_t s = 0; s < NSIZES; s++) {
+        size_t len = sizes[s];
+        memset(src, 0xEE, len + 16);
+        lite_request_t *r;
+        CHECK_RC(ctx, lite_read(ctx, to, src_mr, 1, &descs[to], 9, len, &r));
+        CHECK_RC(ctx, lite_wait(ctx, r, 60000, NULL));
+        for (size_t i = 0; i < len; i++)
+            CHECK(src[1 + i] == mp_pattern(to, to, 7, 9 + i), "read %zu B wrong at %zu", len, i);
+        CHECK(src[0] == 0xEE && src[1 + len] == 0xEE, "read wrote outside its range");
+    }
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+}
+
+/* KV-cache shape: shuffled page lists, one immediate per page. */
+static void paged(lite_ctx_t *ctx)
+{
+    enum { PAGES = 64, PAGE = 16384 };
+    int to = (me + 1) % n, from = (me - 1 + n) % n;
+    uint32_t sp[PAGES], dp[PAGES];
+    srand(1234 + (unsigned)me);
+    for (uint32_t i = 0; i < PAGES; i++)
+        sp[i] = dp[i] = i;
+    for (uint32_t i = PAGES - 1; i > 0; i--) { /* Fisher-Yates, both lists independently */
+        uint32_t j = (uint32_t)rand() % (i + 1), k = (uint32_t)rand() % (i + 1), t;
+        t = sp[i], sp[i] = sp[j], sp[j] = t;
+        t = dp[i], dp[i] = dp[k], dp[k] = t;
+    }
+    memset(win, 0, (size_t)PAGES * PAGE);
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    for (uint32_t i = 0; i < PAGES; i++)
+        mp_fill(src + (size_t)i * PAGE, PAGE, me, to, 500 + i); /* source page i */
+    lite_request_t *r;
+    CHECK_RC(ctx, lite_write_paged(ctx, to, src_mr, sp, &descs[to], dp, PAGES, PAGE, 0x3000,
+                                   LITE_WRITE_WITH_IMM, &r));
+    CHECK_RC(ctx, lite_wait(ctx, r, 60000, NULL));
+    CHECK_RC(ctx, lite_imm_wait(ctx, 0x3000, PAGES, 60000));
+    /* the sender's permutation is needed to check: rebuild it the same way */
+    srand(1234 + (unsigned)from);
+    uint32_t fsp[PAGES], fdp[PAGES];
+    for (uint32_t i = 0; i < PAGES; i++)
+        fsp[i] = fdp[i] = i;
+    for (uint32_t i = PAGES - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)rand() % (i + 1), k = (uint32_t)rand() % (i + 1), t;
+        t = fsp[i], fsp[i] = fsp[j], fsp[j] = t;
+        t = fdp[i], fdp[i] = fdp[k], fdp[k] = t;
+    }
+    for (uint32_t i = 0; i < PAGES; i++)
+        CHECK(mp_verify(win + (size_t)fdp[i] * PAGE, PAGE, from, me, 500 + fsp[i]) < 0,
+              "paged write: destination page %u wrong", fdp[i]);
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+}
+
+/* MoE-dispatch shape: one scatter to every rank, each with its own immediate. */
+static void scatter(lite_ctx_t *ctx)
+{
+    size_t seg = 10007;
+    lite_scatter_entry_t *e = calloc((size_t)n, sizeof(*e));
+    for (int p = 0; p < n; p++) {
+        mp_fill(src + (size_t)p * seg, seg, me, p, 800);
+        e[p] = (lite_scatter_entry_t){.peer = p,
+                                      .local_off = (size_t)p * seg,
+                                      .remote = &descs[p],
+                                      .remote_off = (size_t)me * seg,
+                                      .len = seg,
+                                      .imm = 0x4000 + (uint32_t)me,
+                                      .flags = LITE_WRITE_WITH_IMM};
+    }
+    lite_request_t *r;
+    CHECK_RC(ctx, lite_write_scatter(ctx, src_mr, e, (size_t)n, &r));
+    CHECK_RC(ctx, lite_wait(ctx, r, 60000, NULL));
+    for (int p = 0; p < n; p++) {
+        CHECK_RC(ctx, lite_imm_wait(ctx, 0x4000 + (uint32_t)p, 1, 60000));
+        CHECK(mp_verify(win + (size_t)p * seg, seg, p, me, 800) < 0, "scatter from rank %d", p);
+    }
+    free(e);
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+}
+
+/*
+ * ImmCounter semantics: a 1 MiB transfer cut into 256 writes posted in random order completes
+ * exactly at its count (not one write earlier); arrivals before the wait are banked; a wait
+ * for more than will come times out; several immediates from several peers at once.
+ */
+static void immcounter(lite_ctx_t *ctx)
+{
+    enum { PIECES = 256, PIECE = 4096 };
+    int to = (me + 1) % n, from = (me - 1 + n) % n;
+    uint32_t order[PIECES];
+    for (uint32_t i = 0; i < PIECES; i++)
+        order[i] = i;
+    srand(99 + (unsigned)me);
+    for (uint32_t i = PIECES - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)rand() % (i + 1), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+    memset(win, 0, (size_t)PIECES * PIECE);
+    mp_fill(src, (size_t)PIECES * PIECE, me, to, 900);
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    lite_request_t *reqs[PIECES];
+    for (uint32_t i = 0; i < PIECES; i++) {
+        size_t off = (size_t)order[i] * PIECE;
+        CHECK_RC(ctx, lite_write_imm(ctx, to, src_mr, off, &descs[to], off, PIECE, 0x5000,
+                                     &reqs[i]));
+    }
+    for (uint32_t i = 0; i < PIECES; i++)
+        CHECK_RC(ctx, lite_wait(ctx, reqs[i], 60000, NULL));
+    /* Every write to this rank has completed at the writer; after the barrier all are banked. */
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    uint64_t c = 0;
+    CHECK_RC(ctx, lite_imm_peek(ctx, 0x5000, &c));
+    CHECK(c == PIECES, "banked count %llu, want %d", (unsigned long long)c, PIECES);
+    int rc = lite_imm_wait(ctx, 0x5000, PIECES + 1, 100);
+    CHECK(rc == -ETIMEDOUT, "wait for one more than arrived gave %d", rc);
+    CHECK_RC(ctx, lite_imm_peek(ctx, 0x5000, &c));
+    CHECK(c == PIECES, "a timed-out wait consumed the count (%llu)", (unsigned long long)c);
+    CHECK_RC(ctx, lite_imm_wait(ctx, 0x5000, PIECES, 1000));
+    CHECK_RC(ctx, lite_imm_peek(ctx, 0x5000, &c));
+    CHECK(c == 0, "count after consuming: %llu", (unsigned long long)c);
+    CHECK(mp_verify(win, (size_t)PIECES * PIECE, from, me, 900) < 0, "pieces corrupted");
+    CHECK_RC(ctx, lite_barrier(ctx, 30000)); /* the window is written again below */
+
+    /* Many immediates from every peer at once, waited in reverse order. */
+    enum { IMMS = 40 };
+    lite_request_t *rr[IMMS * 8];
+    int k = 0;
+    for (uint32_t i = 0; i < IMMS; i++)
+        for (int p = 0; p < n && k < IMMS * 8; p++)
+            CHECK_RC(ctx, lite_write_imm(ctx, p, src_mr, 0, &descs[p], (size_t)me * 64, 8,
+                                         0x6000 + i, &rr[k++]));
+    for (int i = IMMS - 1; i >= 0; i--)
+        CHECK_RC(ctx, lite_imm_wait(ctx, 0x6000 + (uint32_t)i, (uint64_t)n, 60000));
+    for (int i = 0; i < k; i++)
+        CHECK_RC(ctx, lite_wait(ctx, rr[i], 60000, NULL));
+    CHECK_RC(ctx, lite_imm_reset(ctx, 0x7777));
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+}
+
+/* Recompute a descriptor's checksum (FNV-1a of bytes 0..103 at 108), as a hostile peer could. */
+static void reseal(lite_rdesc_t *d)
+{
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < 104; i++)
+        h = (h ^ d->bytes[i]) * 16777619u;
+    for (int i = 0; i < 4; i++)
+        d->bytes[108 + i] = (uint8_t)(h >> (8 * i));
+}
+
+/*
+ * The target refuses bad ops and its memory stays byte-identical: a write past the end, a
+ * forged key, a stale (deregistered) descriptor, a read of a region without read access.
+ */
+static void security(lite_ctx_t *ctx)
+{
+    int to = (me + 1) % n;
+    enum { R = 4096 };
+    uint8_t *guarded = malloc(R + 2 * 64);
+    CHECK(guarded, "oom");
+    mp_fill(guarded, R + 128, me, me, 31337);
+    lite_mr_t *wo, *stale;
+    /* region in the middle of `guarded`: 64 bytes of canary either side */
+    CHECK_RC(ctx, lite_mr_reg(ctx, guarded + 64, R, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &wo));
+    CHECK_RC(ctx, lite_mr_reg(ctx, guarded + 64, R, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE,
+                              &stale));
+    lite_rdesc_t *wod = calloc((size_t)n, sizeof(*wod)), *std = calloc((size_t)n, sizeof(*std));
+    CHECK_RC(ctx, lite_mr_exchange(ctx, wo, wod, 30000));
+    CHECK_RC(ctx, lite_mr_exchange(ctx, stale, std, 30000));
+    CHECK_RC(ctx, lite_mr_dereg(ctx, stale));
+    CHECK_RC(ctx, lite_barrier(ctx, 30000)); /* every stale region is gone before the attacks */
+
+    lite_request_t *r;
+    int rc;
+    /* local checks catch an honest mistake before it leaves */
+    rc = lite_write(ctx, to, src_mr, 0, &wod[to], R - 10, 11, &r);
+    CHECK(rc == -ERANGE, "local bounds check gave %d", rc);
+    rc = lite_read(ctx, to, src_mr, 0, &wod[to], 0, 8, &r);
+    CHECK(rc == -EACCES, "local access check gave %d", rc);
+    rc = lite_write(ctx, (to + 1) % n == to ? to : (to + 1) % n, src_mr, 0, &wod[to], 0, 8, &r);
+    CHECK(n == 2 ? rc == 0 || rc == -EINVAL : rc == -EINVAL, "descriptor of another rank: %d",
+          rc);
+    if (n == 2 && rc == 0)
+        CHECK_RC(ctx, lite_wait(ctx, r, 30000, NULL)); /* with 2 ranks (to+1)%n == me: fine */
+
+    /* An edited descriptor fails its checksum locally... */
+    lite_rdesc_t forged = wod[to];
+    forged.bytes[16] ^= 0x40; /* length field */
+    rc = lite_write(ctx, to, src_mr, 0, &forged, R, 64, &r);
+    CHECK(rc == -EINVAL, "tampered descriptor accepted locally: %d", rc);
+    CHECK(strstr(lite_last_error(ctx), "checksum"), "detail: %s", lite_last_error(ctx));
+
+    /* ...but the checksum is no secret: a hostile or buggy peer can re-seal it. The target's
+     * own checks must then refuse each op, and the initiator hears why. */
+    /* 1. stale: the target no longer has the key */
+    rc = lite_write(ctx, to, src_mr, 0, &std[to], 0, 64, &r);
+    CHECK_RC(ctx, rc);
+    rc = lite_wait(ctx, r, 30000, NULL);
+    CHECK(rc == -LITE_ERR_REMOTE_KEY, "stale descriptor: %d (%s)", rc, lite_strerror(rc));
+    /* 2. a forged key */
+    forged = wod[to];
+    forged.bytes[32] ^= 0x5A;
+    reseal(&forged);
+    CHECK_RC(ctx, lite_write(ctx, to, src_mr, 0, &forged, 0, 64, &r));
+    rc = lite_wait(ctx, r, 30000, NULL);
+    CHECK(rc == -LITE_ERR_REMOTE_KEY, "forged key: %d (%s)", rc, lite_strerror(rc));
+    /* 3. past the end: the descriptor claims a longer region */
+    forged = wod[to];
+    forged.bytes[17] = 0x40; /* length += 16 KiB */
+    reseal(&forged);
+    CHECK_RC(ctx, lite_write(ctx, to, src_mr, 0, &forged, R - 10, 74, &r));
+    rc = lite_wait(ctx, r, 30000, NULL);
+    CHECK(rc == -LITE_ERR_REMOTE_BOUNDS, "write past the end: %d (%s)", rc, lite_strerror(rc));
+    /* 4. a read of a write-only region: the descriptor claims read access */
+    forged = wod[to];
+    forged.bytes[24] |= LITE_ACCESS_REMOTE_READ;
+    reseal(&forged);
+    CHECK_RC(ctx, lite_read(ctx, to, src_mr, 0, &forged, 0, 64, &r));
+    rc = lite_wait(ctx, r, 30000, NULL);
+    CHECK(rc == -LITE_ERR_REMOTE_ACCESS, "read without access: %d (%s)", rc, lite_strerror(rc));
+    /* 5. the connection is still good: an honest write succeeds */
+    CHECK_RC(ctx, lite_write(ctx, to, src_mr, 0, &descs[to], 0, 64, &r));
+    CHECK_RC(ctx, lite_wait(ctx, r, 30000, NULL));
+    lite_rdesc_t junk;
+    memset(&junk, 0xAB, sizeof(junk));
+    rc = lite_write(ctx, to, src_mr, 0, &junk, 0, 8, &r);
+    CHECK(rc == -EINVAL, "garbage descriptor: %d", rc);
+
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    /* target memory untouched: canaries and the region itself */
+    uint8_t *ref = malloc(R + 128);
+    mp_fill(ref, R + 128, me, me, 31337);
+    CHECK(memcmp(ref, guarded, R + 128) == 0, "target memory changed by refused ops");
+    free(ref);
+    CHECK_RC(ctx, lite_mr_dereg(ctx, wo));
+    free(guarded);
+    free(wod);
+    free(std);
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+}
+
+int main(void)
+{
+    lite_ctx_t *ctx = mp_init();
+    setup(ctx);
+    writes_all_sizes(ctx);
+    reads(ctx);
+    paged(ctx);
+    scatter(ctx);
+    immcounter(ctx);
+    security(ctx);
+    CHECK_RC(ctx, lite_mr_dereg(ctx, win_mr));
+    CHECK_RC(ctx, lite_mr_dereg(ctx, src_mr));
+    int rc = lite_finalize(ctx);
+    CHECK(rc == 0, "finalize: %s", lite_strerror(rc));
+    printf("rank %d: rma ok (%d ranks)\n", me, n);
+    free(win);
+    free(src);
+    free(descs);
+    return 0;
+}

@@ -14,8 +14,9 @@ mode=${1:-}
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-2}
 
-# Debian packages the build and the tests need.
+# Debian packages the build needs; the test suite adds what its real peers and launchers need.
 PACKAGES=(build-essential cmake pkg-config libjson-c-dev libcmocka-dev)
+TEST_PACKAGES=(openmpi-bin) # mpirun: the same test binary launched by Open MPI
 
 install_missing() {
     local missing=()
@@ -46,6 +47,7 @@ demo)
     "$BUILD_DIR"/litetx-run -n "$n" -t 120 "$BUILD_DIR"/examples/ring_demo
     ;;
 test)
+    PACKAGES+=("${TEST_PACKAGES[@]}")
     install_missing
     echo "== dev build and test suite ($BUILD_DIR)"
     build "$BUILD_DIR"

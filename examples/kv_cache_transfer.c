@@ -38,7 +38,7 @@ static uint8_t kv_byte(int req, int layer, int page, size_t i)
     do {                                                                                           \
         int rc_ = (call);                                                                          \
         if (rc_) {                                                                                 \
-            fprintf(stderr, "rank %d: %s: %s (%s)\n", lite_rank(ctx), #call, lite_strerror(rc_), \
+            fprintf(stderr, "rank %d: %s: %s (%s)\n", lite_rank(ctx), #call, lite_strerror(rc_),   \
                     lite_last_error(ctx));                                                         \
             exit(1);                                                                               \
         }                                                                                          \
@@ -93,8 +93,8 @@ int main(int argc, char **argv)
             }
             failures += bad;
             if (l == 0 || l == layers - 1 || bad)
-                printf("rank %d: request %d layer %d: %d pages arrived at %.2f ms, %s\n", me, me,
-                       l, pages, (now_s() - t0) * 1e3, bad ? "CORRUPT" : "contents ok");
+                printf("rank %d: request %d layer %d: %d pages arrived at %.2f ms, %s\n", me, me, l,
+                       pages, (now_s() - t0) * 1e3, bad ? "CORRUPT" : "contents ok");
         }
         double mb = (double)total * PAGE_BYTES / 1e6;
         printf("rank %d: KV cache of %d layers x %d pages (%.1f MB) in %.2f ms\n", me, layers,
@@ -113,9 +113,9 @@ int main(int argc, char **argv)
                     src[p] = (uint32_t)slot;
                 }
                 lite_request_t *req;
-                TRY(lite_write_paged(ctx, d, mr, src, &descs[d], table + l * pages,
-                                     (size_t)pages, PAGE_BYTES, (uint32_t)(d << 16 | l),
-                                     LITE_WRITE_WITH_IMM, &req));
+                TRY(lite_write_paged(ctx, d, mr, src, &descs[d], table + l * pages, (size_t)pages,
+                                     PAGE_BYTES, (uint32_t)(d << 16 | l), LITE_WRITE_WITH_IMM,
+                                     &req));
                 TRY(lite_wait(ctx, req, 10000, NULL));
             }
         }

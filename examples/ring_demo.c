@@ -79,7 +79,10 @@ int main(void)
         lite_finalize(ctx);
         return 1;
     }
-    struct report rep = {.rank = me, .from = prev, .ok = 1, .checksum = checksum(in, MSG_BYTES),
+    struct report rep = {.rank = me,
+                         .from = prev,
+                         .ok = 1,
+                         .checksum = checksum(in, MSG_BYTES),
                          .usec = now_us() - t0};
     for (size_t i = 0; i < MSG_BYTES && rep.ok; i++)
         rep.ok = in[i] == pattern(prev, i);
@@ -87,8 +90,8 @@ int main(void)
 
     int failures = 0;
     if (me == 0) {
-        printf("liblitetx %s ring demo: %d ranks, transport %s, %u-byte messages\n",
-               lite_version(), n, lite_transport_name(ctx), MSG_BYTES);
+        printf("liblitetx %s ring demo: %d ranks, transport %s, %u-byte messages\n", lite_version(),
+               n, lite_transport_name(ctx), MSG_BYTES);
         printf("%-6s %-6s %-10s %-12s %s\n", "rank", "from", "checksum", "time (us)", "data");
         for (int i = 0; i < n; i++) {
             struct report x = rep;

@@ -38,7 +38,7 @@ static uint64_t fnv(const uint8_t *p, size_t n)
     do {                                                                                           \
         int rc_ = (call);                                                                          \
         if (rc_) {                                                                                 \
-            fprintf(stderr, "rank %d: %s: %s (%s)\n", lite_rank(ctx), #call, lite_strerror(rc_), \
+            fprintf(stderr, "rank %d: %s: %s (%s)\n", lite_rank(ctx), #call, lite_strerror(rc_),   \
                     lite_last_error(ctx));                                                         \
             exit(1);                                                                               \
         }                                                                                          \
@@ -91,8 +91,8 @@ int main(int argc, char **argv)
             lite_request_t *req;
             TRY(lite_write_scatter(ctx, mr, e, ne, &req));
             TRY(lite_wait(ctx, req, 60000, NULL));
-            printf("rank 0: version %d (%zu MiB) pushed to %d workers in %.1f ms\n", v,
-                   bytes >> 20, n - 1, (now_s() - t0) * 1e3);
+            printf("rank 0: version %d (%zu MiB) pushed to %d workers in %.1f ms\n", v, bytes >> 20,
+                   n - 1, (now_s() - t0) * 1e3);
             free(e);
             for (int w = 1; w < n; w++)
                 TRY(lite_send(ctx, w, (uint64_t)v, &sum, sizeof(sum), 10000));

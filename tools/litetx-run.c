@@ -78,9 +78,10 @@ int main(int argc, char **argv)
             transport = argv[++i];
         else if (!strcmp(argv[i], "--root") && i + 1 < argc)
             root = argv[++i];
-        else if (!strcmp(argv[i], "--"))
-            { i++; break; }
-        else
+        else if (!strcmp(argv[i], "--")) {
+            i++;
+            break;
+        } else
             usage();
     }
     if (n < 1 || i >= argc)

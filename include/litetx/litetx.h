@@ -104,7 +104,8 @@ enum lite_log_level {
  * precedence (first found wins):
  *   1. this struct (a field the caller set),
  *   2. the LITETX_* environment variables (LITETX_RANK, LITETX_WORLD_SIZE, LITETX_ROOT,
- *      LITETX_TRANSPORT, LITETX_LOG_LEVEL, LITETX_INIT_TIMEOUT_MS, LITETX_OP_TIMEOUT_MS),
+ *      LITETX_TRANSPORT, LITETX_LOG_LEVEL, LITETX_INIT_TIMEOUT_MS, LITETX_OP_TIMEOUT_MS,
+ *      LITETX_CREDITS, LITETX_RNDV_THRESHOLD),
  *   3. the variables launchers set, innermost first: Open MPI (OMPI_COMM_WORLD_RANK/SIZE),
  *      torchrun (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), Slurm (SLURM_PROCID/SLURM_NTASKS),
  *   4. the JSON file named by config_file or LITETX_CONFIG,
@@ -123,6 +124,9 @@ typedef struct lite_config {
     int init_timeout_ms;     /* deadline for lite_init()'s rendezvous; -2 = unset */
     int op_timeout_ms;       /* default deadline of blocking calls given LITE_TIMEOUT_DEFAULT */
     const char *config_file; /* JSON file; NULL = LITETX_CONFIG or none */
+    /* Added after the first layout; a caller built against a shorter struct gets them unset. */
+    int credits;        /* eager messages a peer may have outstanding here; -1 = unset (64) */
+    int rndv_threshold; /* messages of this many bytes or more use rendezvous; -1 = unset */
 } lite_config_t;
 
 /* Pass as a timeout to use the context's op_timeout_ms. */

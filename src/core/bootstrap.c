@@ -15,18 +15,21 @@
 
 #include "lite_int.h"
 
-#define BS_MAGIC 0x5342544cu /* "LTBS" */
-#define BS_HDR 20
-#define BS_MAX_PAYLOAD (1u << 24)
+#define BS_MAGIC         0x5342544cu /* "LTBS" */
+#define BS_HDR           20
+#define BS_MAX_PAYLOAD   (1u << 24)
 #define BS_HELLO_WAIT_MS 2000 /* how long an accepted connection gets to introduce itself */
+/* Non-root ranks wait this much past the deadline for the root's verdict, so that when a rank
+ * is missing every rank hears from the root which one, rather than timing out on its own. */
+#define BS_VERDICT_GRACE_NS (1500 * 1000000LL)
 
 enum { BS_HELLO = 1, BS_TABLE = 2, BS_ABORT = 3, BS_READY = 4, BS_GO = 5 };
 
 struct lite_bootstrap {
     int rank, world;
-    int listen_fd;     /* root only */
-    int root_fd;       /* non-root: connection to the root */
-    int *fds;          /* root: fds[r] for r >= 1 */
+    int listen_fd; /* root only */
+    int root_fd;   /* non-root: connection to the root */
+    int *fds;      /* root: fds[r] for r >= 1 */
     char local_host[LITE_HOST_MAX];
     char root_desc[LITE_HOST_MAX + 8];
 };
@@ -115,8 +118,8 @@ static int listen_root(struct lite_bootstrap *b, const struct lite_settings *s, 
     return 0;
 }
 
-static int connect_root(struct lite_bootstrap *b, const struct lite_settings *s,
-                        int64_t deadline, char *why, size_t why_len)
+static int connect_root(struct lite_bootstrap *b, const struct lite_settings *s, int64_t deadline,
+                        char *why, size_t why_len)
 {
     struct sockaddr_storage ss;
     socklen_t sl;
@@ -208,8 +211,7 @@ static void root_abort(struct lite_bootstrap *b, const char *why)
     int64_t dl = lite_deadline_ns(500);
     for (int r = 1; r < b->world; r++)
         if (b->fds[r] >= 0)
-            send_frame(b->fds[r], BS_ABORT, 0, (uint32_t)b->world, why, (uint32_t)strlen(why),
-                       dl);
+            send_frame(b->fds[r], BS_ABORT, 0, (uint32_t)b->world, why, (uint32_t)strlen(why), dl);
 }
 
 static void list_ranks(char *out, size_t len, const int *fds, int world, bool want_missing)
@@ -279,8 +281,8 @@ static int root_gather(struct lite_bootstrap *b, void **blobs, size_t *lens, int
         int frc = recv_frame(fd, &f, hello_dl < deadline ? hello_dl : deadline);
         const char *bad = NULL;
         if (frc)
-            bad = frc == -LITE_ERR_PROTOCOL ? "not a liblitetx bootstrap frame"
-                                            : lite_strerror(frc);
+            bad =
+                frc == -LITE_ERR_PROTOCOL ? "not a liblitetx bootstrap frame" : lite_strerror(frc);
         else if (f.type != BS_HELLO)
             bad = "first frame is not a hello";
         else if (f.world != (uint32_t)b->world)
@@ -356,8 +358,8 @@ int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t 
                 off += 4 + lens[r];
             }
             for (int r = 1; r < b->world && !rc; r++) {
-                rc = send_frame(b->fds[r], BS_TABLE, 0, (uint32_t)b->world, table,
-                                (uint32_t)tlen, deadline_ns);
+                rc = send_frame(b->fds[r], BS_TABLE, 0, (uint32_t)b->world, table, (uint32_t)tlen,
+                                deadline_ns);
                 if (rc)
                     lite_fmt(why, why_len, "root could not send the address table to rank %d: %s",
                              r, lite_strerror(rc));
@@ -367,8 +369,11 @@ int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t 
         rc = send_frame(b->root_fd, BS_HELLO, (uint32_t)b->rank, (uint32_t)b->world, blob,
                         (uint32_t)len, deadline_ns);
         struct bs_frame f = {0};
+        int64_t verdict_dl = deadline_ns > INT64_MAX - BS_VERDICT_GRACE_NS
+                                 ? INT64_MAX
+                                 : deadline_ns + BS_VERDICT_GRACE_NS;
         if (!rc)
-            rc = recv_frame(b->root_fd, &f, deadline_ns);
+            rc = recv_frame(b->root_fd, &f, verdict_dl);
         if (rc) {
             lite_fmt(why, why_len, "rank %d: no address table from the root %s: %s", b->rank,
                      b->root_desc,
@@ -385,8 +390,8 @@ int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t 
         size_t off = 0;
         for (int r = 0; r < b->world && !rc; r++) {
             uint32_t l = 0;
-            if (f.type != BS_TABLE || off + 4 > f.len || (l = get32(f.payload + off)) >
-                                                             f.len - off - 4)
+            if (f.type != BS_TABLE || off + 4 > f.len ||
+                (l = get32(f.payload + off)) > f.len - off - 4)
                 rc = -LITE_ERR_PROTOCOL;
             else if (!(blobs[r] = malloc(l + 1)))
                 rc = -ENOMEM;
@@ -411,15 +416,14 @@ out:
     return 0;
 }
 
-int lite_bootstrap_barrier(struct lite_bootstrap *b, int64_t deadline_ns, char *why,
-                           size_t why_len)
+int lite_bootstrap_barrier(struct lite_bootstrap *b, int64_t deadline_ns, char *why, size_t why_len)
 {
     if (b->world == 1)
         return 0;
     struct bs_frame f;
     if (b->rank != 0) {
-        int rc = send_frame(b->root_fd, BS_READY, (uint32_t)b->rank, (uint32_t)b->world, NULL,
-                            0, deadline_ns);
+        int rc = send_frame(b->root_fd, BS_READY, (uint32_t)b->rank, (uint32_t)b->world, NULL, 0,
+                            deadline_ns);
         if (!rc)
             rc = recv_frame(b->root_fd, &f, deadline_ns);
         if (rc) {

@@ -22,6 +22,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -41,6 +42,8 @@
 #define DEFAULT_LOG_LEVEL       LITE_LOG_WARN
 #define DEFAULT_INIT_TIMEOUT_MS 30000
 #define DEFAULT_OP_TIMEOUT_MS   60000
+#define DEFAULT_CREDITS         64
+#define DEFAULT_RNDV_THRESHOLD  65536
 
 /* The struct's "unset" value for the timeouts (LITE_TIMEOUT_INFINITE is a real value). */
 #define CFG_TIMEOUT_UNSET (-2)
@@ -59,6 +62,8 @@ LITE_API lite_config_t lite_config_default(void)
     c.init_timeout_ms = CFG_TIMEOUT_UNSET;
     c.op_timeout_ms = CFG_TIMEOUT_UNSET;
     c.config_file = NULL;
+    c.credits = -1;
+    c.rndv_threshold = -1;
     return c;
 }
 
@@ -239,7 +244,8 @@ static const char *show(const char *s, char *buf, size_t len)
 /* What the JSON file said; each has_* is set only for a valid value. */
 struct file_vals {
     bool has_rank, has_world, has_root, has_transport, has_log, has_init_to, has_op_to;
-    int rank, world_size, log_level, init_timeout_ms, op_timeout_ms;
+    bool has_credits, has_rndv;
+    int rank, world_size, log_level, init_timeout_ms, op_timeout_ms, credits, rndv_threshold;
     char root_host[LITE_HOST_MAX];
     uint16_t root_port;
     char transport[LITE_NAME_MAX];
@@ -311,6 +317,21 @@ static const struct int_key key_op_to = {
     .env = "LITETX_OP_TIMEOUT_MS",
     .min = LITE_TIMEOUT_INFINITE,
     .max = INT_MAX,
+};
+
+static const struct int_key key_credits = {
+    .name = "credits",
+    .field = "lite_config_t.credits",
+    .env = "LITETX_CREDITS",
+    .min = 2,
+    .max = 65535,
+};
+static const struct int_key key_rndv = {
+    .name = "rndv_threshold",
+    .field = "lite_config_t.rndv_threshold",
+    .env = "LITETX_RNDV_THRESHOLD",
+    .min = 64,
+    .max = 1 << 30,
 };
 
 /* Parse an integer from environment variable `var` for key k. */
@@ -534,6 +555,12 @@ static int file_key(struct resolver *r, const char *key, struct json_object *v)
     } else if (strcmp(key, "op_timeout_ms") == 0) {
         rc = file_int(r, &key_op_to, v, &f->op_timeout_ms);
         f->has_op_to = rc == 0;
+    } else if (strcmp(key, "credits") == 0) {
+        rc = file_int(r, &key_credits, v, &f->credits);
+        f->has_credits = rc == 0;
+    } else if (strcmp(key, "rndv_threshold") == 0) {
+        rc = file_int(r, &key_rndv, v, &f->rndv_threshold);
+        f->has_rndv = rc == 0;
     } else if (strcmp(key, "root") == 0) {
         rc = file_string(r, key, v, &s);
         if (rc == 0 &&
@@ -725,11 +752,17 @@ int lite_settings_resolve(const lite_config_t *cfg, lite_getenv_fn getenv_fn, vo
                     "lite_config_t.version=%u: unsupported (this library knows version %d); "
                     "initialise the struct with lite_config_default()",
                     (unsigned)cfg->version, LITE_CONFIG_VERSION);
-    if (cfg->struct_size != sizeof(lite_config_t))
+    /* A caller built against an earlier, shorter layout gets the newer fields unset. */
+    size_t v1_size = offsetof(lite_config_t, config_file) + sizeof(cfg->config_file);
+    if (cfg->struct_size < v1_size || cfg->struct_size > sizeof(lite_config_t))
         return FAIL(&r,
-                    "lite_config_t.struct_size=%u: expected %zu; initialise the struct with "
+                    "lite_config_t.struct_size=%u: expected %zu..%zu; initialise the struct with "
                     "lite_config_default()",
-                    (unsigned)cfg->struct_size, sizeof(lite_config_t));
+                    (unsigned)cfg->struct_size, v1_size, sizeof(lite_config_t));
+    lite_config_t grown = lite_config_default();
+    memcpy(&grown, cfg, cfg->struct_size);
+    grown.struct_size = (uint32_t)sizeof(grown);
+    cfg = &grown;
 
     /* The file first: it is always read when named, so a bad one is always reported. */
     const char *path = cfg->config_file;
@@ -772,6 +805,12 @@ int lite_settings_resolve(const lite_config_t *cfg, lite_getenv_fn getenv_fn, vo
     if (rc == 0)
         rc = resolve_int(&r, &key_op_to, cfg->op_timeout_ms, CFG_TIMEOUT_UNSET, f->has_op_to,
                          f->op_timeout_ms, DEFAULT_OP_TIMEOUT_MS, &s.op_timeout_ms, &ignored);
+    if (rc == 0)
+        rc = resolve_int(&r, &key_credits, cfg->credits, -1, f->has_credits, f->credits,
+                         DEFAULT_CREDITS, &s.credits, &ignored);
+    if (rc == 0)
+        rc = resolve_int(&r, &key_rndv, cfg->rndv_threshold, -1, f->has_rndv, f->rndv_threshold,
+                         DEFAULT_RNDV_THRESHOLD, &s.rndv_threshold, &ignored);
     if (rc != 0)
         return rc;
     *out = s;

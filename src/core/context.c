@@ -115,8 +115,8 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
         lite_fmt(why, sizeof(why), "transport %s: no local address: %s", ctx->ops.name,
                  lite_strerror(rc));
     if (!rc)
-        rc = lite_bootstrap_allgather(bs, blob, blob_len, deadline, &blobs, &lens, why,
-                                      sizeof(why));
+        rc =
+            lite_bootstrap_allgather(bs, blob, blob_len, deadline, &blobs, &lens, why, sizeof(why));
     if (!rc) {
         rc = ctx->ops.connect_all(ctx->tp, (const void *const *)blobs, lens, deadline, why,
                                   sizeof(why));

@@ -27,20 +27,17 @@
 
 enum { CTRL_CTS = 1, CTRL_FIN = 2, CTRL_CREDIT = 3 };
 #define CTS_LEN (8 + 8 + 8 + LITE_RDESC_SIZE) /* sender id, receiver id, status, descriptor */
-#define FIN_LEN 16                           /* receiver id, status */
-
-#define DEFAULT_CREDITS 64
-#define DEFAULT_RNDV (64 * 1024)
+#define FIN_LEN 16                            /* receiver id, status */
 
 /* Rendezvous state of one request. */
 struct lite_rndv {
-    uint8_t stage;      /* enum below */
-    uint64_t id;        /* sender: our id (in RTS); receiver: our id (in CTS) */
-    uint64_t peer_id;   /* the other side's id */
-    lite_mr_t *mr;      /* receiver: the registration of the receive buffer */
-    int status;         /* sender: status of the write, carried in FIN */
-    bool rts_done;      /* sender: the backend finished sending the RTS */
-    bool cts_seen;      /* sender: the CTS arrived; `write` is ready */
+    uint8_t stage;    /* enum below */
+    uint64_t id;      /* sender: our id (in RTS); receiver: our id (in CTS) */
+    uint64_t peer_id; /* the other side's id */
+    lite_mr_t *mr;    /* receiver: the registration of the receive buffer */
+    int status;       /* sender: status of the write, carried in FIN */
+    bool rts_done;    /* sender: the backend finished sending the RTS */
+    bool cts_seen;    /* sender: the CTS arrived; `write` is ready */
     struct lite_tp_rma write;
     uint8_t msg[CTS_LEN]; /* payload of the RTS / CTS / FIN this side sends */
 };
@@ -60,34 +57,10 @@ static uint64_t get64(const uint8_t *p)
     return v;
 }
 
-static int env_uint(const char *name, uint64_t def, uint64_t lo, uint64_t hi, uint64_t *out,
-                    char *why, size_t why_len)
-{
-    const char *v = getenv(name);
-    *out = def;
-    if (!v || !*v)
-        return 0;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (*end || v[0] == '-' || x < lo || x > hi) {
-        lite_fmt(why, why_len, "%s=\"%s\": must be an integer in [%llu, %llu]", name, v,
-                 (unsigned long long)lo, (unsigned long long)hi);
-        return -LITE_ERR_CONFIG;
-    }
-    *out = x;
-    return 0;
-}
-
 int lite_flow_init(struct lite_ctx *ctx, char *why, size_t why_len)
 {
-    uint64_t credits, rndv;
-    int rc = env_uint("LITETX_CREDITS", DEFAULT_CREDITS, 2, 65535, &credits, why, why_len);
-    if (!rc)
-        rc = env_uint("LITETX_RNDV_THRESHOLD", DEFAULT_RNDV, 64, 1ull << 30, &rndv, why, why_len);
-    if (rc)
-        return rc;
-    ctx->credits_max = (uint32_t)credits;
-    ctx->rndv_threshold = (size_t)rndv;
+    ctx->credits_max = (uint32_t)ctx->s.credits;
+    ctx->rndv_threshold = (size_t)ctx->s.rndv_threshold;
     for (int i = 0; i < ctx->s.world_size; i++)
         ctx->peers[i].credits = ctx->credits_max;
     return 0;
@@ -104,8 +77,8 @@ static uint16_t take_owed(struct lite_peer *p)
 
 /* A control message to `peer`; `payload` must live until the backend is done with it, so it
  * is the request's own buffer (or NULL). `op` NULL: fire and forget through a heap request. */
-static int send_ctrl(struct lite_ctx *ctx, int peer, uint8_t type, const void *payload,
-                     size_t len, struct lite_request *op)
+static int send_ctrl(struct lite_ctx *ctx, int peer, uint8_t type, const void *payload, size_t len,
+                     struct lite_request *op)
 {
     struct lite_peer *p = &ctx->peers[peer];
     if (p->lost)
@@ -213,8 +186,7 @@ int lite_flow_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *h
     if (hdr->credits) {
         p->credits += hdr->credits;
         if (p->credits > ctx->credits_max) {
-            lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d returned more credits than it had",
-                      peer);
+            lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d returned more credits than it had", peer);
             return -LITE_ERR_PROTOCOL;
         }
         drain(ctx, peer);
@@ -249,8 +221,7 @@ void lite_flow_freed(struct lite_ctx *ctx, int peer)
 
 /* ---- rendezvous, receiver side ---- */
 
-void lite_flow_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_t len,
-                           uint64_t id)
+void lite_flow_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_t len, uint64_t id)
 {
     struct lite_peer *p = &ctx->peers[r->peer];
     struct lite_rndv *rv = calloc(1, sizeof(*rv));
@@ -329,8 +300,7 @@ static void start_write(struct lite_ctx *ctx, struct lite_request *r)
 
 /* ---- control messages ---- */
 
-int lite_flow_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr,
-                         void **dst)
+int lite_flow_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr, void **dst)
 {
     struct lite_peer *p = &ctx->peers[peer];
     size_t want = hdr->flags == CTRL_CTS ? CTS_LEN : hdr->flags == CTRL_FIN ? FIN_LEN : 0;
@@ -347,8 +317,7 @@ int lite_flow_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_h
     if (hdr->credits) {
         p->credits += hdr->credits;
         if (p->credits > ctx->credits_max) {
-            lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d returned more credits than it had",
-                      peer);
+            lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d returned more credits than it had", peer);
             return -LITE_ERR_PROTOCOL;
         }
         drain(ctx, peer);

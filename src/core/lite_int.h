@@ -13,7 +13,7 @@
 #include "litetx/litetx.h"
 #include "litetx/transport.h"
 
-#define LITE_HIDDEN __attribute__((visibility("hidden")))
+#define LITE_HIDDEN       __attribute__((visibility("hidden")))
 #define LITE_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- time (time.c) ---- */
@@ -28,8 +28,8 @@ void lite_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 void lite_log_set_level(int level);
 int lite_log_get_level(void);
 #define LITE_ERROR(...) lite_log(LITE_LOG_ERROR, __VA_ARGS__)
-#define LITE_WARN(...) lite_log(LITE_LOG_WARN, __VA_ARGS__)
-#define LITE_INFO(...) lite_log(LITE_LOG_INFO, __VA_ARGS__)
+#define LITE_WARN(...)  lite_log(LITE_LOG_WARN, __VA_ARGS__)
+#define LITE_INFO(...)  lite_log(LITE_LOG_INFO, __VA_ARGS__)
 #define LITE_DEBUG(...) lite_log(LITE_LOG_DEBUG, __VA_ARGS__)
 
 /* ---- configuration (config.c) ---- */
@@ -46,6 +46,8 @@ struct lite_settings {
     int log_level;
     int init_timeout_ms; /* >= 0 or LITE_TIMEOUT_INFINITE */
     int op_timeout_ms;   /* >= 0 or LITE_TIMEOUT_INFINITE */
+    int credits;         /* eager slots granted to each peer */
+    int rndv_threshold;  /* bytes from which messages go by rendezvous */
 };
 
 /* Environment lookup, injectable so tests need not touch the process environment. */
@@ -78,7 +80,7 @@ int lite_transport_select(const struct lite_transport_ops *const *table, size_t 
 int lite_transport_fill(const struct lite_transport_ops *ops, struct lite_transport_ops *out);
 
 /* ---- wire frames for stream transports (wire.c) ---- */
-#define LITE_WIRE_MAGIC 0x4c54u /* "LT" */
+#define LITE_WIRE_MAGIC   0x4c54u /* "LT" */
 #define LITE_WIRE_VERSION 1
 #define LITE_WIRE_HDR_LEN 48
 
@@ -118,8 +120,8 @@ struct lite_wire_hdr {
 void lite_wire_encode(const struct lite_wire_hdr *h, uint8_t out[LITE_WIRE_HDR_LEN]);
 /* Decode and validate; -LITE_ERR_PROTOCOL with a reason for anything malformed. max_len bounds
  * the payload length a receiver accepts. */
-int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len,
-                     struct lite_wire_hdr *h, const char **why);
+int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len, struct lite_wire_hdr *h,
+                     const char **why);
 /* Payload bytes that follow a decoded header. */
 static inline uint64_t lite_wire_payload(const struct lite_wire_hdr *h)
 {
@@ -154,8 +156,7 @@ int lite_sock_resolve(const char *host, uint16_t port, struct sockaddr_storage *
 /* A non-blocking, close-on-exec TCP socket of `family` with TCP_NODELAY set. */
 int lite_sock_tcp(int family);
 /* Numeric host and port of a socket address. */
-void lite_sock_name(const struct sockaddr_storage *ss, char *host, size_t hostlen,
-                    uint16_t *port);
+void lite_sock_name(const struct sockaddr_storage *ss, char *host, size_t hostlen, uint16_t *port);
 /* Read or write exactly len bytes on a non-blocking socket before the deadline.
  * 0, -ETIMEDOUT, -LITE_ERR_PEER_LOST (EOF or reset) or -errno. */
 int lite_sock_read_full(int fd, void *buf, size_t len, int64_t deadline_ns);

@@ -20,7 +20,7 @@
 #include "coll.h"
 #include "ctx.h"
 
-#define RDESC_MAGIC 0x4452544cu /* "LTRD" */
+#define RDESC_MAGIC   0x4452544cu /* "LTRD" */
 #define RDESC_SUM_OFF 104
 #define DEREG_WAIT_MS 10000
 
@@ -118,11 +118,8 @@ LITE_API int lite_mr_reg(lite_ctx_t *ctx, void *addr, size_t len, int kind, unsi
     mr->kind = kind;
     mr->access = access;
     mr->key = (uint64_t)(++ctx->mr_gen[slot]) << 32 | (slot + 1);
-    struct lite_tp_mr tm = {.addr = addr,
-                            .len = len,
-                            .mem_kind = kind,
-                            .access = access,
-                            .core_key = mr->key};
+    struct lite_tp_mr tm = {
+        .addr = addr, .len = len, .mem_kind = kind, .access = access, .core_key = mr->key};
     int rc = ctx->ops.mr_reg(ctx->tp, &tm, &mr->keys);
     if (rc) {
         free(mr);
@@ -254,8 +251,7 @@ LITE_API int lite_mr_exchange(lite_ctx_t *ctx, const lite_mr_t *mr, lite_rdesc_t
     for (int p = 0; p < n && !rc; p++) {
         if (p == me)
             continue;
-        rc = lite_post_recv(ctx, LITE_CHAN_COLL, p, tag, &descs[p], sizeof(descs[p]),
-                            &reqs[2 * p]);
+        rc = lite_post_recv(ctx, LITE_CHAN_COLL, p, tag, &descs[p], sizeof(descs[p]), &reqs[2 * p]);
         if (!rc)
             rc = lite_post_send(ctx, LITE_CHAN_COLL, p, tag, &descs[me], sizeof(descs[me]),
                                 &reqs[2 * p + 1]);

@@ -103,9 +103,7 @@ static int nosys_open(const struct lite_transport_params *p, struct lite_transpo
 {
     return -ENOSYS;
 }
-static void nosys_close(struct lite_transport *tp)
-{
-}
+static void nosys_close(struct lite_transport *tp) {}
 static int nosys_addr_get(struct lite_transport *tp, void *blob, size_t *len)
 {
     return -ENOSYS;
@@ -140,7 +138,8 @@ static int nosys_rma_post(struct lite_transport *tp, const struct lite_tp_rma *r
 
 int lite_transport_fill(const struct lite_transport_ops *ops, struct lite_transport_ops *out)
 {
-    if (ops->abi_version != LITE_TRANSPORT_ABI_VERSION || ops->size < offsetof(struct lite_transport_ops, probe))
+    if (ops->abi_version != LITE_TRANSPORT_ABI_VERSION ||
+        ops->size < offsetof(struct lite_transport_ops, probe))
         return -EINVAL;
     static const struct lite_transport_ops defaults = {
         .size = sizeof(struct lite_transport_ops),

@@ -139,8 +139,8 @@ LITE_API int lite_write(lite_ctx_t *ctx, int peer, lite_mr_t *local, size_t loca
 }
 
 LITE_API int lite_write_imm(lite_ctx_t *ctx, int peer, lite_mr_t *local, size_t local_off,
-                            const lite_rdesc_t *remote, size_t remote_off, size_t len,
-                            uint32_t imm, lite_request_t **req)
+                            const lite_rdesc_t *remote, size_t remote_off, size_t len, uint32_t imm,
+                            lite_request_t **req)
 {
     return single(ctx, LITE_RMA_WRITE, peer, local, local_off, remote, remote_off, len, true, imm,
                   req);
@@ -170,15 +170,16 @@ LITE_API int lite_write_paged(lite_ctx_t *ctx, int peer, lite_mr_t *local,
             return lite_fail(ctx, -ERANGE, "write_paged: page index overflow at entry %zu", i);
         if (!local || (uint64_t)src_pages[i] * page_size + page_size > local->len)
             return lite_fail(ctx, -ERANGE,
-                             "write_paged: source page %u is outside the local region", src_pages[i]);
+                             "write_paged: source page %u is outside the local region",
+                             src_pages[i]);
     }
     struct lite_request *r = batch_new(ctx, peer);
     if (!r)
         return lite_fail(ctx, -ENOMEM, "write_paged: out of memory");
     int rc = 0;
     for (size_t i = 0; i < npages && !rc; i++)
-        rc = post_one(ctx, r, LITE_RMA_WRITE, peer, local, (size_t)src_pages[i] * page_size,
-                      remote, (size_t)dst_pages[i] * page_size, page_size,
+        rc = post_one(ctx, r, LITE_RMA_WRITE, peer, local, (size_t)src_pages[i] * page_size, remote,
+                      (size_t)dst_pages[i] * page_size, page_size,
                       (flags & LITE_WRITE_WITH_IMM) != 0, imm);
     if (rc && r->pending_ops == 1) {
         lite_request_release(r);
@@ -189,8 +190,7 @@ LITE_API int lite_write_paged(lite_ctx_t *ctx, int peer, lite_mr_t *local,
 }
 
 LITE_API int lite_write_scatter(lite_ctx_t *ctx, lite_mr_t *local,
-                                const lite_scatter_entry_t *entries, size_t n,
-                                lite_request_t **req)
+                                const lite_scatter_entry_t *entries, size_t n, lite_request_t **req)
 {
     if (!ctx)
         return -EINVAL;

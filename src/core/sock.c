@@ -39,8 +39,7 @@ int lite_sock_tcp(int family)
     return fd;
 }
 
-void lite_sock_name(const struct sockaddr_storage *ss, char *host, size_t hostlen,
-                    uint16_t *port)
+void lite_sock_name(const struct sockaddr_storage *ss, char *host, size_t hostlen, uint16_t *port)
 {
     if (ss->ss_family == AF_INET6) {
         const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;

@@ -3,10 +3,10 @@
 
 #include "lite_int.h"
 
-#define SEQ_SHIFT 0
+#define SEQ_SHIFT   0
 #define LEVEL_SHIFT (SEQ_SHIFT + LITE_TAG_SEQ_BITS)
 #define LAYER_SHIFT (LEVEL_SHIFT + LITE_TAG_LEVEL_BITS)
-#define STEP_SHIFT (LAYER_SHIFT + LITE_TAG_LAYER_BITS)
+#define STEP_SHIFT  (LAYER_SHIFT + LITE_TAG_LAYER_BITS)
 
 _Static_assert(STEP_SHIFT + LITE_TAG_STEP_BITS == 64, "tag fields must fill 64 bits");
 

@@ -55,8 +55,8 @@ void lite_wire_encode(const struct lite_wire_hdr *h, uint8_t out[LITE_WIRE_HDR_L
     put32(out + 44, (uint32_t)h->status);
 }
 
-int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len,
-                     struct lite_wire_hdr *h, const char **why)
+int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len, struct lite_wire_hdr *h,
+                     const char **why)
 {
     const char *w = NULL;
     if (get16(in) != LITE_WIRE_MAGIC)
@@ -78,8 +78,8 @@ int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len,
         h->offset = get64(in + 32);
         h->imm = get32(in + 40);
         h->status = (int32_t)get32(in + 44);
-        bool control = h->type == LITE_WIRE_HELLO || h->type == LITE_WIRE_BYE ||
-                       h->type == LITE_WIRE_RMA_ACK;
+        bool control =
+            h->type == LITE_WIRE_HELLO || h->type == LITE_WIRE_BYE || h->type == LITE_WIRE_RMA_ACK;
         if (control && h->len != 0)
             w = "control frame with payload";
         else if (h->len > max_len)

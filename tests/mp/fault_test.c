@@ -81,8 +81,7 @@ static void missing_rank(void)
     int rc = lite_init(&cfg, &ctx);
     double took = now_s() - t0;
     mp_rank = env_int("LITETX_RANK");
-    CHECK(rc == -ETIMEDOUT, "lite_init gave %d (%s): %s", rc, lite_strerror(rc),
-          lite_init_error());
+    CHECK(rc == -ETIMEDOUT, "lite_init gave %d (%s): %s", rc, lite_strerror(rc), lite_init_error());
     CHECK(ctx == NULL, "context returned on failure");
     char want[64];
     snprintf(want, sizeof(want), "rank(s) %d did not arrive", cfg.world_size - 1);
@@ -161,8 +160,8 @@ static void garbage_transport(void)
             junk[i] = (uint8_t)rand();
         uint8_t hello1[48] = {0x54, 0x4c, 1, 1, 0, 0, 0, 0, 1};
         uint8_t hello0[48] = {0x54, 0x4c, 1, 1, 0, 0, 0, 0, 0};
-        uint8_t huge[48] = {0x54, 0x4c, 1, 2, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
-                            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
+        uint8_t huge[48] = {0x54, 0x4c, 1, 2, 0,    0,    0,    0,    1,    0,    0,    0,
+                            0,    0,    0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
         struct {
             const void *p;
             size_t n;
@@ -174,8 +173,7 @@ static void garbage_transport(void)
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
             int fd = connect_local(base);
             CHECK(send(fd, cases[i].p, cases[i].n, MSG_NOSIGNAL) >= 0, "send garbage");
-            CHECK(closed_by_peer(fd, 10.0), "rank 0 kept a connection that sent %s",
-                  cases[i].what);
+            CHECK(closed_by_peer(fd, 10.0), "rank 0 kept a connection that sent %s", cases[i].what);
             close(fd);
         }
         printf("rank 1: rank 0 refused all 4 hostile connections\n");

@@ -14,13 +14,13 @@
 
 #include "mp_common.h"
 
-#define EAGER 60000           /* just under the default rendezvous threshold */
-#define NEAGER 600            /* 36 MB of eager messages */
-#define NLARGE 8              /* plus rendezvous messages */
-#define LARGE (2u << 20)      /* 2 MiB each */
-#define TOTAL (NEAGER + NLARGE)
+#define EAGER        60000      /* just under the default rendezvous threshold */
+#define NEAGER       600        /* 36 MB of eager messages */
+#define NLARGE       8          /* plus rendezvous messages */
+#define LARGE        (2u << 20) /* 2 MiB each */
+#define TOTAL        (NEAGER + NLARGE)
 #define HOLD_SECONDS 2.0
-#define SLACK (4u << 20) /* staging buffers, allocator, requests: a fixed allowance */
+#define SLACK        (4u << 20) /* staging buffers, allocator, requests: a fixed allowance */
 
 static double now_s(void)
 {
@@ -106,8 +106,7 @@ int main(void)
         printf("rank 1: resident memory grew %.2f MB while flooded (bound %.2f MB = %zu credits "
                "x %zu B + %.0f MB slack)\n",
                growth / 1e6, bound / 1e6, credits, threshold, SLACK / 1e6);
-        CHECK(growth <= bound, "resident memory grew %zu bytes, over the bound %zu", growth,
-              bound);
+        CHECK(growth <= bound, "resident memory grew %zu bytes, over the bound %zu", growth, bound);
         /* Now receive everything, posted in order; each must be intact. */
         for (int i = 0; i < TOTAL; i++)
             CHECK_RC(ctx, lite_irecv(ctx, 0, (uint64_t)i + 1, bufs[i], msg_len(i), &reqs[i]));
@@ -115,8 +114,7 @@ int main(void)
             lite_status_t st;
             CHECK_RC(ctx, lite_wait(ctx, reqs[i], 60000, &st));
             CHECK(st.bytes == msg_len(i), "message %d: %zu bytes", i, st.bytes);
-            CHECK(mp_verify(bufs[i], msg_len(i), 0, 1, (uint32_t)i) < 0, "message %d corrupted",
-                  i);
+            CHECK(mp_verify(bufs[i], msg_len(i), 0, 1, (uint32_t)i) < 0, "message %d corrupted", i);
         }
         printf("rank 1: all %d messages intact and in order\n", TOTAL);
     }

@@ -17,7 +17,7 @@ static int mp_rank = -1;
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", mp_rank, __FILE__, __LINE__,    \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", mp_rank, __FILE__, __LINE__,     \
                     #cond);                                                                        \
             fprintf(stderr, __VA_ARGS__);                                                          \
             fprintf(stderr, "\n");                                                                 \

@@ -44,8 +44,7 @@ static void all_pairs(lite_ctx_t *ctx)
         for (size_t s = 0; s < NSIZES; s++) {
             size_t i = (size_t)p * NSIZES + s;
             long bad = mp_verify(rbuf[i], sizes[s], p, me, (uint32_t)s);
-            CHECK(bad < 0, "all_pairs: %zu bytes from rank %d wrong at byte %ld", sizes[s], p,
-                  bad);
+            CHECK(bad < 0, "all_pairs: %zu bytes from rank %d wrong at byte %ld", sizes[s], p, bad);
             free(rbuf[i]);
             free(sbuf[i]);
         }

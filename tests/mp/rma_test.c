@@ -11,7 +11,7 @@
 
 #include "mp_common.h"
 
-#define WIN (16u << 20) /* each rank's exposed window: 16 MiB + slack for offsets */
+#define WIN     (16u << 20) /* each rank's exposed window: 16 MiB + slack for offsets */
 #define WIN_LEN (WIN + 4096)
 
 static const size_t sizes[] = {0, 1, 3, 4093, 65536, 65537, 1u << 20, 16u << 20};
@@ -184,8 +184,8 @@ static void immcounter(lite_ctx_t *ctx)
     lite_request_t *reqs[PIECES];
     for (uint32_t i = 0; i < PIECES; i++) {
         size_t off = (size_t)order[i] * PIECE;
-        CHECK_RC(ctx, lite_write_imm(ctx, to, src_mr, off, &descs[to], off, PIECE, 0x5000,
-                                     &reqs[i]));
+        CHECK_RC(ctx,
+                 lite_write_imm(ctx, to, src_mr, off, &descs[to], off, PIECE, 0x5000, &reqs[i]));
     }
     for (uint32_t i = 0; i < PIECES; i++)
         CHECK_RC(ctx, lite_wait(ctx, reqs[i], 60000, NULL));
@@ -244,8 +244,8 @@ static void security(lite_ctx_t *ctx)
     lite_mr_t *wo, *stale;
     /* region in the middle of `guarded`: 64 bytes of canary either side */
     CHECK_RC(ctx, lite_mr_reg(ctx, guarded + 64, R, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &wo));
-    CHECK_RC(ctx, lite_mr_reg(ctx, guarded + 64, R, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE,
-                              &stale));
+    CHECK_RC(ctx,
+             lite_mr_reg(ctx, guarded + 64, R, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &stale));
     lite_rdesc_t *wod = calloc((size_t)n, sizeof(*wod)), *std = calloc((size_t)n, sizeof(*std));
     CHECK_RC(ctx, lite_mr_exchange(ctx, wo, wod, 30000));
     CHECK_RC(ctx, lite_mr_exchange(ctx, stale, std, 30000));
@@ -260,8 +260,7 @@ static void security(lite_ctx_t *ctx)
     rc = lite_read(ctx, to, src_mr, 0, &wod[to], 0, 8, &r);
     CHECK(rc == -EACCES, "local access check gave %d", rc);
     rc = lite_write(ctx, (to + 1) % n == to ? to : (to + 1) % n, src_mr, 0, &wod[to], 0, 8, &r);
-    CHECK(n == 2 ? rc == 0 || rc == -EINVAL : rc == -EINVAL, "descriptor of another rank: %d",
-          rc);
+    CHECK(n == 2 ? rc == 0 || rc == -EINVAL : rc == -EINVAL, "descriptor of another rank: %d", rc);
     if (n == 2 && rc == 0)
         CHECK_RC(ctx, lite_wait(ctx, r, 30000, NULL)); /* with 2 ranks (to+1)%n == me: fine */
 

@@ -345,8 +345,8 @@ static void test_slurm_beats_file(void **state)
 {
     (void)state;
     const char *path = tmp_file(full_file);
-    env_t env = {{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "40"}, {"LITETX_CONFIG", path},
-                 {NULL, NULL}};
+    env_t env = {
+        {"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "40"}, {"LITETX_CONFIG", path}, {NULL, NULL}};
     struct lite_settings s = ok(NULL, env);
     assert_int_equal(s.rank, 4);
     assert_int_equal(s.world_size, 40);
@@ -501,6 +501,10 @@ static void test_env_bad_integers(void **state)
     expect_env_fail("LITETX_OP_TIMEOUT_MS", "1.5", "not an integer");
     expect_env_fail("LITETX_OP_TIMEOUT_MS", "", "empty");
     expect_env_fail("LITETX_OP_TIMEOUT_MS", "-100", "out of range");
+    expect_env_fail("LITETX_CREDITS", "1", "out of range");
+    expect_env_fail("LITETX_CREDITS", "70000", "out of range");
+    expect_env_fail("LITETX_RNDV_THRESHOLD", "63", "out of range");
+    expect_env_fail("LITETX_RNDV_THRESHOLD", "64k", "not an integer");
     /* The message quotes the bad value. */
     expect_env_fail("LITETX_WORLD_SIZE", "abc", "LITETX_WORLD_SIZE=\"abc\"");
 }
@@ -583,6 +587,41 @@ static void test_env_value_sanitised(void **state)
  * Bad input in the struct
  * ------------------------------------------------------------------------------------------- */
 
+/* A caller built against the first layout (no credits/rndv_threshold) still works: the newer
+ * fields are taken as unset, even if the bytes after its struct hold garbage. */
+static void test_struct_older_layout(void **state)
+{
+    (void)state;
+    struct {
+        lite_config_t c;
+        char garbage[16];
+    } big;
+    memset(&big, 0x7f, sizeof(big));
+    lite_config_t d = lite_config_default();
+    memcpy(&big.c, &d, offsetof(lite_config_t, credits));
+    big.c.struct_size = (uint32_t)(offsetof(lite_config_t, config_file) + sizeof(void *));
+    env_t env = {{"LITETX_CREDITS", "8"}, {NULL, NULL}};
+    struct lite_settings s = ok(&big.c, env);
+    assert_int_equal(s.credits, 8);
+    assert_int_equal(s.rndv_threshold, 65536);
+    env_t none = {{NULL, NULL}};
+    s = ok(&big.c, none);
+    assert_int_equal(s.credits, 64);
+}
+
+static void test_flow_keys_file(void **state)
+{
+    (void)state;
+    lite_config_t c = lite_config_default();
+    c.config_file = tmp_file("{\"credits\": 16, \"rndv_threshold\": 4096}");
+    env_t none = {{NULL, NULL}};
+    struct lite_settings s = ok(&c, none);
+    assert_int_equal(s.credits, 16);
+    assert_int_equal(s.rndv_threshold, 4096);
+    expect_file_fail("{\"credits\": \"many\"}", "credits", "integer");
+    expect_file_fail("{\"rndv_threshold\": 0}", "rndv_threshold", "out of range");
+}
+
 static void test_struct_bad(void **state)
 {
     (void)state;
@@ -593,8 +632,17 @@ static void test_struct_bad(void **state)
     c.version = 0;
     expect_fail(&c, no_env, "lite_config_t.version");
     c = lite_config_default();
-    c.struct_size = (uint32_t)sizeof(c) - 4;
+    c.struct_size = (uint32_t)sizeof(c) + 8; /* newer than this library */
     expect_fail(&c, no_env, "lite_config_t.struct_size");
+    c = lite_config_default();
+    c.struct_size = 12; /* shorter than the first layout */
+    expect_fail(&c, no_env, "lite_config_t.struct_size");
+    c = lite_config_default();
+    c.credits = 1;
+    expect_fail(&c, no_env, "lite_config_t.credits", "out of range");
+    c = lite_config_default();
+    c.rndv_threshold = (1 << 30) + 1; /* one past the top */
+    expect_fail(&c, no_env, "lite_config_t.rndv_threshold", "out of range");
     c = lite_config_default();
     c.rank = -5;
     expect_fail(&c, no_env, "lite_config_t.rank", "out of range");
@@ -941,6 +989,8 @@ int main(void)
         cmocka_unit_test_teardown(test_litetx_env_beats_launchers_and_file, teardown_tmp),
         cmocka_unit_test_teardown(test_ompi_beats_slurm, teardown_tmp),
         cmocka_unit_test_teardown(test_torchrun_beats_slurm, teardown_tmp),
+        cmocka_unit_test_teardown(test_struct_older_layout, teardown_tmp),
+        cmocka_unit_test_teardown(test_flow_keys_file, teardown_tmp),
         cmocka_unit_test_teardown(test_slurm_beats_file, teardown_tmp),
         cmocka_unit_test_teardown(test_torchrun_beats_file, teardown_tmp),
         cmocka_unit_test_teardown(test_file_beats_defaults, teardown_tmp),

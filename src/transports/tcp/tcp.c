@@ -24,12 +24,12 @@
 
 #include "lite_int.h"
 
-#define STAGE_SIZE (256 * 1024)
-#define DIRECT_MIN (32 * 1024) /* a payload remainder this large is read straight into place */
-#define MAX_IOV 64
-#define MAX_PAYLOAD (1ull << 40)
+#define STAGE_SIZE     (256 * 1024)
+#define DIRECT_MIN     (32 * 1024) /* a payload remainder this large is read straight into place */
+#define MAX_IOV        64
+#define MAX_PAYLOAD    (1ull << 40)
 #define CLOSE_DRAIN_MS 2000
-#define MAX_PENDING 16 /* accepted connections that have not said HELLO yet */
+#define MAX_PENDING    16 /* accepted connections that have not said HELLO yet */
 
 /* What happens when a frame has been written out completely. */
 enum tx_done {
@@ -97,8 +97,8 @@ struct lite_transport {
     int listen_fd;
     struct sockaddr_storage addr;
     socklen_t addr_len;
-    struct conn *conns;                 /* by peer rank */
-    struct conn *pending[MAX_PENDING];  /* accepted, not yet identified */
+    struct conn *conns;                /* by peer rank */
+    struct conn *pending[MAX_PENDING]; /* accepted, not yet identified */
     bool closing;
     struct tx_op *free_ops;
 };
@@ -342,10 +342,8 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
     sl->kind = (uint8_t)r->kind;
     sl->dst = r->local;
     sl->len = r->len;
-    struct lite_wire_hdr h = {.tag = id,
-                              .len = r->len,
-                              .key = r->remote_core_key,
-                              .offset = r->remote_offset};
+    struct lite_wire_hdr h = {
+        .tag = id, .len = r->len, .key = r->remote_core_key, .offset = r->remote_offset};
     if (r->kind == LITE_RMA_WRITE) {
         h.type = LITE_WIRE_WRITE;
         h.flags = r->has_imm ? LITE_WIRE_F_IMM : 0;
@@ -567,8 +565,8 @@ static void conn_rx(struct lite_transport *t, struct conn *c)
     const char *why = "protocol error";
     for (int iter = 0; iter < 64 && !c->dead && c->fd >= 0; iter++) {
         ssize_t n;
-        bool direct = c->rx_state == RX_PAYLOAD && c->lo == c->hi && c->dst &&
-                      c->remaining >= DIRECT_MIN;
+        bool direct =
+            c->rx_state == RX_PAYLOAD && c->lo == c->hi && c->dst && c->remaining >= DIRECT_MIN;
         if (direct) {
             n = recv(c->fd, c->dst, (size_t)c->remaining, 0);
         } else {

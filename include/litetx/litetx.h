@@ -434,10 +434,14 @@ LITE_API int lite_barrier(lite_ctx_t *ctx, int timeout_ms);
  *   - Every rank of the context must call the same collectives in the same order (blocking and
  *     non-blocking alike), with the same count, dtype, op and root. With the argument check on
  *     (the default; LITETX_COLL_CHECK=0 turns it off) every rank first sends every other rank a
- *     40-byte header of its arguments, and a call whose arguments differ from another rank's
- *     fails on every rank with -EINVAL and a detail naming the rank and both argument lists,
- *     instead of corrupting data or hanging. Calling different collectives on different ranks is
- *     detected the same way; skipping a collective on one rank ends in -ETIMEDOUT.
+ *     40-byte header of its arguments (for small collectives it rides in front of the data), and
+ *     a call whose arguments differ from another rank's fails with -EINVAL and a detail naming
+ *     the rank and both argument lists, instead of corrupting data or hanging. A rank whose
+ *     collective fails (a difference it saw, an invalid argument of its own, a lost peer) tells
+ *     the others, which fail at once with a detail naming it rather than at their deadline. So a
+ *     difference in count, dtype, op, root, algorithm or collective fails every rank; an
+ *     alltoallv count disagreement fails the two ranks concerned and the others complete.
+ *     Skipping a collective on one rank ends in -ETIMEDOUT.
  *   - Counts are in elements of `dtype` (enum lite_dtype). Data movement (bcast, allgather,
  *     alltoall, alltoallv) accepts every dtype; the reductions accept every (dtype, op) of enum
  *     lite_redop except LITE_AVG on integer types (-EINVAL).
@@ -456,15 +460,17 @@ LITE_API int lite_barrier(lite_ctx_t *ctx, int timeout_ms);
  * rank, which the argument check verifies):
  *   LITETX_COLL_ALGO=auto|direct|rsag|pipe   force an algorithm where the collective has it
  *                                            (direct: all; rsag: allreduce; pipe: bcast)
- *   LITETX_COLL_CHUNK=<bytes>[k|m]           pipeline chunk per peer (default: by size)
+ *   LITETX_COLL_CHUNK=<bytes>[k|m]           pipeline chunk per peer (default: by world size)
  *   LITETX_COLL_CHECK=1|0                    exchange and verify argument headers
  *   Whatever they say, results are byte-identical.
  *
  * NON-BLOCKING FORMS (lite_i*) start the collective and return a request at once; complete it with
  * lite_test or lite_wait (lite_status_t.bytes = bytes written to this rank's receive buffer, peer
- * = -1). Buffers must stay untouched until then. A collective progresses whenever this context
- * tests or waits on any collective request or runs a blocking collective, so several may be in
- * flight and waited in any order. lite_cancel returns -EBUSY for a started collective.
+ * = -1). Buffers must stay untouched until then. The collectives of a context run one after
+ * another in call order (a non-blocking one starts when those called before it have finished);
+ * they progress whenever this context tests or waits on any collective request or runs a blocking
+ * collective, so several may be outstanding and waited in any order, and they overlap with
+ * computation and point-to-point traffic. lite_cancel returns -EBUSY for a started collective.
  */
 
 /* Pass as sendbuf for an in-place allreduce, allgather or reduce_scatter (see each call). */

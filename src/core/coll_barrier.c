@@ -1,37 +1,63 @@
 /*
  * coll_barrier.c - barrier: a dissemination barrier over the collective channel.
  * Round k: send to (rank + 2^k) mod n, receive from (rank - 2^k) mod n; ceil(log2 n) rounds.
+ * It runs on the round engine (coll_engine.c) like every collective, so that it starts only
+ * after the context's earlier non-blocking collectives (tags to a peer must increase).
  */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "ctx.h"
 #include "coll.h"
+
+static int barrier_round(struct lite_coll_op *op, uint32_t k)
+{
+    static const uint8_t token = 0;
+    int n = op->n, me = op->me, dist = 1 << k;
+    int rc = lite_coll_recv(op, (me - dist + n) % n, k, &op->ctx->coll_sink, 1, k + 1);
+    return rc ? rc : lite_coll_send(op, (me + dist) % n, k, &token, 1, k + 1);
+}
+
+static int start(lite_ctx_t *ctx, struct lite_coll_op **opp)
+{
+    struct lite_coll_op *op = lite_coll_op_new();
+    *opp = NULL;
+    if (!op) {
+        ctx->coll_seq++;
+        return lite_fail(ctx, -ENOMEM, "barrier: out of memory");
+    }
+    int rc = lite_coll_op_init(op, ctx, LITE_COLL_BARRIER, 0, LITE_U8, 1);
+    if (rc)
+        return lite_coll_abort(op);
+    op->check = false; /* no arguments to compare */
+    while ((1 << op->nrounds) < op->n)
+        op->nrounds++;
+    op->round_fn = barrier_round;
+    rc = lite_coll_start(op);
+    *opp = op;
+    return rc;
+}
 
 LITE_API int lite_barrier(lite_ctx_t *ctx, int timeout_ms)
 {
     if (!ctx)
         return -EINVAL;
-    int n = ctx->s.world_size, me = ctx->s.rank;
-    int64_t deadline =
-        lite_deadline_ns(timeout_ms == LITE_TIMEOUT_DEFAULT ? ctx->s.op_timeout_ms : timeout_ms);
-    uint64_t seq = ctx->coll_seq++;
-    static const uint8_t token = 0;
-    for (int k = 0, dist = 1; dist < n; k++, dist <<= 1) {
-        struct lite_request *reqs[2] = {NULL, NULL};
-        uint64_t tag = lite_coll_tag(seq, (uint32_t)k);
-        int rc = lite_post_recv(ctx, LITE_CHAN_COLL, (me - dist + n) % n, tag, &ctx->coll_sink, 1,
-                                &reqs[0]);
-        if (!rc)
-            rc = lite_post_send(ctx, LITE_CHAN_COLL, (me + dist) % n, tag, &token, 1, &reqs[1]);
-        if (!rc)
-            rc = lite_wait_all(ctx, reqs, 2, deadline);
-        /* On a timeout, withdraw what is left; a send the backend still holds is completed by it
-         * (the buffers it may still touch are static or in the context). */
-        for (int i = 0; i < 2; i++)
-            if (reqs[i])
-                lite_cancel(ctx, reqs[i]);
-        if (rc)
-            return rc;
+    struct lite_coll_op *op;
+    int rc = start(ctx, &op);
+    return op ? lite_coll_run(op, timeout_ms) : rc;
+}
+
+LITE_API int lite_ibarrier(lite_ctx_t *ctx, lite_request_t **req)
+{
+    if (!ctx)
+        return -EINVAL;
+    if (!req) {
+        ctx->coll_seq++;
+        return lite_fail(ctx, -EINVAL, "ibarrier: NULL request pointer");
     }
-    return 0;
+    struct lite_coll_op *op;
+    int rc = start(ctx, &op);
+    if (!op)
+        return rc;
+    return rc ? lite_coll_run(op, 0) : lite_coll_to_request(op, req);
 }

@@ -127,6 +127,7 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     lite_bootstrap_close(bs);
     if (rc)
         return init_fail(ctx, rc, why);
+    ctx->ready = true;
     *out = ctx;
     return 0;
 }
@@ -137,17 +138,17 @@ LITE_API int lite_finalize(lite_ctx_t *ctx)
         return 0;
     int rc = 0;
     if (ctx->tp) {
-        /* Leave together, so no rank closes a connection another still reads from. */
-        bool any_lost = false;
-        for (int i = 0; i < ctx->s.world_size; i++)
-            any_lost |= ctx->peers[i].lost;
-        if (!any_lost)
+        /* Leave together, so no rank closes a connection another still reads from. Not after a
+         * failed init: the others may be running, and a stray barrier token would confuse
+         * their first collective. */
+        if (ctx->ready && !lite_any_peer_lost(ctx))
             rc = lite_barrier(ctx, ctx->s.op_timeout_ms);
         lite_mr_fini(ctx);
         ctx->ops.close(ctx->tp);
         ctx->tp = NULL;
     }
     lite_mr_fini(ctx);
+    lite_coll_fini(ctx);
     lite_flow_fini(ctx);
     lite_imm_fini(ctx);
     lite_p2p_fini(ctx);

@@ -6,7 +6,7 @@
 
 #include "lite_int.h"
 
-enum lite_req_kind { LITE_REQ_SEND = 1, LITE_REQ_RECV = 2, LITE_REQ_RMA = 3 };
+enum lite_req_kind { LITE_REQ_SEND = 1, LITE_REQ_RECV = 2, LITE_REQ_RMA = 3, LITE_REQ_COLL = 4 };
 enum lite_req_state {
     LITE_REQ_POSTED = 1, /* receive: waiting for a match; send: handed to the backend */
     LITE_REQ_ACTIVE = 2, /* receive: the payload is arriving into buf */
@@ -30,6 +30,7 @@ struct lite_request {
     struct lite_unexp *waiting_on; /* receive matched to an unexpected message still arriving */
     struct lite_request *next;     /* the one list the request is on (posted, send queue, ...) */
     struct lite_rndv *rndv;        /* rendezvous state (large messages), else NULL */
+    void *coll;                    /* LITE_REQ_COLL: the collective (coll_engine.c) */
 };
 
 /* A message that arrived before its receive was posted. */
@@ -101,6 +102,7 @@ struct lite_ctx {
     struct lite_peer *peers;
     uint64_t coll_seq; /* collectives started so far; identical on every rank */
     uint8_t coll_sink; /* where zero-information messages (barrier tokens) land */
+    bool ready;        /* lite_init completed */
     int64_t spin_ns;   /* how long a wait polls before it sleeps in the backend */
     uint16_t tp_id;    /* hash of the transport name, stamped into remote descriptors */
     uint32_t credits_max;   /* eager slots granted to each peer */
@@ -181,5 +183,13 @@ struct lite_rdesc_info {
 };
 int lite_rdesc_parse(struct lite_ctx *ctx, const lite_rdesc_t *d, int peer,
                      struct lite_rdesc_info *out);
+
+/* Collective requests (coll_engine.c): lite_test, lite_wait and lite_cancel hand requests of
+ * kind LITE_REQ_COLL to these. lite_coll_fini drops a context's unfinished collectives. */
+int lite_coll_test(struct lite_ctx *ctx, struct lite_request *req, lite_status_t *status);
+int lite_coll_wait(struct lite_ctx *ctx, struct lite_request *req, int timeout_ms,
+                   lite_status_t *status);
+int lite_coll_cancel(struct lite_ctx *ctx, struct lite_request *req);
+void lite_coll_fini(struct lite_ctx *ctx);
 
 #endif /* LITE_CTX_H */

@@ -578,6 +578,8 @@ LITE_API int lite_test(lite_ctx_t *ctx, lite_request_t *req, lite_status_t *stat
     CHECK_CTX(ctx);
     if (!req)
         return lite_fail(ctx, -EINVAL, "test: NULL request");
+    if (req->kind == LITE_REQ_COLL)
+        return lite_coll_test(ctx, req, status);
     if (req->state != LITE_REQ_DONE) {
         int rc = lite_progress_once(ctx, 0);
         if (rc < 0)
@@ -596,6 +598,8 @@ LITE_API int lite_wait(lite_ctx_t *ctx, lite_request_t *req, int timeout_ms, lit
     CHECK_CTX(ctx);
     if (!req)
         return lite_fail(ctx, -EINVAL, "wait: NULL request");
+    if (req->kind == LITE_REQ_COLL)
+        return lite_coll_wait(ctx, req, timeout_ms, status);
     int64_t deadline = op_deadline(ctx, timeout_ms);
     int64_t spin_until = lite_now_ns() + ctx->spin_ns;
     while (req->state != LITE_REQ_DONE) {
@@ -621,6 +625,8 @@ LITE_API int lite_cancel(lite_ctx_t *ctx, lite_request_t *req)
     CHECK_CTX(ctx);
     if (!req)
         return -EINVAL;
+    if (req->kind == LITE_REQ_COLL)
+        return lite_coll_cancel(ctx, req);
     if (req->state == LITE_REQ_DONE) {
         lite_request_release(req);
         return 0;

@@ -1,0 +1,244 @@
+/*
+ * coll_algo.c - the collectives' configuration, the algorithm selection function and the argument
+ * header. Everything here is a pure function of its arguments (the environment is read only by
+ * lite_coll_cfg_env), so it is unit-tested in memory (tests/unit/test_coll_algo.c).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "coll.h"
+
+static const char *const algo_names[LITE_COLL_ALGO_COUNT] = {"auto", "direct", "rsag", "pipe"};
+
+const char *lite_coll_algo_name(int algo)
+{
+    return algo >= 0 && algo < LITE_COLL_ALGO_COUNT ? algo_names[algo] : "?";
+}
+
+const char *lite_coll_kind_name(int kind)
+{
+    static const char *const names[LITE_COLL_KIND_COUNT] = {
+        "?",         "barrier",  "bcast",    "allgather", "reduce_scatter",
+        "allreduce", "alltoall", "alltoallv"};
+    return kind > 0 && kind < LITE_COLL_KIND_COUNT ? names[kind] : "?";
+}
+
+const char *lite_coll_dtype_name(int dtype)
+{
+    static const char *const names[LITE_DTYPE_COUNT] = {"f32", "f64", "f16", "bf16", "i8",
+                                                        "u8",  "i32", "u32", "i64",  "u64"};
+    return dtype >= 0 && dtype < LITE_DTYPE_COUNT ? names[dtype] : "?";
+}
+
+const char *lite_coll_op_name(int op)
+{
+    static const char *const names[LITE_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+    return op >= 0 && op < LITE_REDOP_COUNT ? names[op] : "-";
+}
+
+/* ---- configuration ---- */
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *s == '-')
+        return -1;
+    unsigned long long mul = 1;
+    if (*end == 'k' || *end == 'K')
+        mul = 1024ull, end++;
+    else if (*end == 'm' || *end == 'M')
+        mul = 1024ull * 1024, end++;
+    else if (*end == 'g' || *end == 'G')
+        mul = 1024ull * 1024 * 1024, end++;
+    if (*end || v == 0 || v > (1ull << 40) / mul)
+        return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+int lite_coll_cfg_parse(const char *algo, const char *chunk, const char *check,
+                        struct lite_coll_cfg *out, char *err, size_t errlen)
+{
+    struct lite_coll_cfg c = {.algo = LITE_COLL_ALGO_AUTO, .chunk = 0, .check = true};
+    if (algo && *algo) {
+        int found = -1;
+        for (int i = 0; i < LITE_COLL_ALGO_COUNT; i++)
+            if (!strcasecmp(algo, algo_names[i]))
+                found = i;
+        if (found < 0) {
+            lite_fmt(err, errlen, "LITETX_COLL_ALGO=\"%s\": expected auto, direct, rsag or pipe",
+                     algo);
+            return -LITE_ERR_CONFIG;
+        }
+        c.algo = found;
+    }
+    if (chunk && *chunk && strcasecmp(chunk, "auto") != 0) {
+        if (parse_size(chunk, &c.chunk)) {
+            lite_fmt(err, errlen,
+                     "LITETX_COLL_CHUNK=\"%s\": expected auto or a byte count in [1, 2^40] "
+                     "with an optional k, m or g suffix",
+                     chunk);
+            return -LITE_ERR_CONFIG;
+        }
+    }
+    if (check && *check) {
+        if (!strcmp(check, "1") || !strcasecmp(check, "on") || !strcasecmp(check, "true")) {
+            c.check = true;
+        } else if (!strcmp(check, "0") || !strcasecmp(check, "off") ||
+                   !strcasecmp(check, "false")) {
+            c.check = false;
+        } else {
+            lite_fmt(err, errlen, "LITETX_COLL_CHECK=\"%s\": expected 1 or 0", check);
+            return -LITE_ERR_CONFIG;
+        }
+    }
+    *out = c;
+    return 0;
+}
+
+int lite_coll_cfg_env(struct lite_coll_cfg *out, char *err, size_t errlen)
+{
+    return lite_coll_cfg_parse(getenv("LITETX_COLL_ALGO"), getenv("LITETX_COLL_CHUNK"),
+                               getenv("LITETX_COLL_CHECK"), out, err, errlen);
+}
+
+/* ---- selection ---- */
+
+/* Chunk in elements for `len` elements: whole bytes rounded down to elements, at least one, and
+ * large enough that there are at most 2^20 chunks. */
+static size_t chunk_elems(size_t chunk_bytes, size_t esz, size_t len)
+{
+    size_t c = chunk_bytes / esz;
+    if (c == 0)
+        c = 1;
+    size_t min = (len + (1u << 20) - 1) >> 20;
+    return c < min ? min : c;
+}
+
+size_t lite_coll_auto_chunk(int world)
+{
+    size_t c = world > 1 ? LITE_COLL_SCRATCH / (2 * (size_t)(world - 1)) : LITE_COLL_SCRATCH;
+    return c < LITE_COLL_CHUNK_MIN ? LITE_COLL_CHUNK_MIN : c;
+}
+
+void lite_coll_select(int kind, int world, size_t count, size_t esz,
+                      const struct lite_coll_cfg *cfg, struct lite_coll_plan *out)
+{
+    size_t bytes = count * esz;
+    size_t whole = count ? count : 1;
+    int forced = cfg ? cfg->algo : LITE_COLL_ALGO_AUTO;
+    size_t chunk = cfg && cfg->chunk ? cfg->chunk : 0;
+    out->algo = LITE_COLL_ALGO_DIRECT;
+    out->chunk_elems = whole;
+    switch (kind) {
+    case LITE_COLL_ALLREDUCE:
+        if (forced == LITE_COLL_ALGO_DIRECT || forced == LITE_COLL_ALGO_RSAG)
+            out->algo = forced;
+        else
+            out->algo = world > 1 && bytes > LITE_COLL_SMALL_ALLREDUCE ? LITE_COLL_ALGO_RSAG
+                                                                       : LITE_COLL_ALGO_DIRECT;
+        if (!chunk)
+            chunk = out->algo == LITE_COLL_ALGO_DIRECT && bytes <= LITE_COLL_SMALL_ALLREDUCE
+                        ? bytes
+                        : lite_coll_auto_chunk(world);
+        out->chunk_elems = chunk_elems(chunk, esz, count);
+        break;
+    case LITE_COLL_REDUCE_SCATTER: /* count = elements per rank */
+        out->chunk_elems = chunk_elems(chunk ? chunk : lite_coll_auto_chunk(world), esz, count);
+        break;
+    case LITE_COLL_BCAST:
+        if (forced == LITE_COLL_ALGO_DIRECT || forced == LITE_COLL_ALGO_PIPE)
+            out->algo = forced;
+        else
+            out->algo = world >= 4 && bytes > LITE_COLL_PIPE_BCAST ? LITE_COLL_ALGO_PIPE
+                                                                   : LITE_COLL_ALGO_DIRECT;
+        if (out->algo == LITE_COLL_ALGO_PIPE)
+            out->chunk_elems = chunk_elems(chunk ? chunk : LITE_COLL_CHUNK_DEFAULT, esz, count);
+        break;
+    default: /* barrier, allgather, alltoall(v): one direct exchange, unchunked */
+        break;
+    }
+    if (out->chunk_elems > whole)
+        out->chunk_elems = whole;
+}
+
+/* ---- the argument header ---- */
+
+#define HDR_MAGIC 0x0143544cu /* "LTC" + version 1, little-endian */
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+void lite_coll_hdr_encode(const struct lite_coll_hdr *h, uint8_t out[LITE_COLL_HDR_LEN])
+{
+    put32(out, HDR_MAGIC);
+    out[4] = h->kind;
+    out[5] = h->dtype;
+    out[6] = h->redop;
+    out[7] = h->algo;
+    put32(out + 8, (uint32_t)h->root);
+    put32(out + 12, 0);
+    put64(out + 16, h->chunk);
+    put64(out + 24, h->count);
+    put64(out + 32, h->pair);
+}
+
+int lite_coll_hdr_decode(const uint8_t in[LITE_COLL_HDR_LEN], struct lite_coll_hdr *h)
+{
+    if (get32(in) != HDR_MAGIC || get32(in + 12) != 0)
+        return -LITE_ERR_PROTOCOL;
+    h->kind = in[4];
+    h->dtype = in[5];
+    h->redop = in[6];
+    h->algo = in[7];
+    h->root = (int32_t)get32(in + 8);
+    h->chunk = get64(in + 16);
+    h->count = get64(in + 24);
+    h->pair = get64(in + 32);
+    return 0;
+}
+
+void lite_coll_hdr_describe(const struct lite_coll_hdr *h, char *buf, size_t len)
+{
+    char extra[64] = "";
+    if (h->kind == LITE_COLL_BCAST)
+        lite_fmt(extra, sizeof(extra), ", root=%d", (int)h->root);
+    else if (h->kind == LITE_COLL_ALLREDUCE || h->kind == LITE_COLL_REDUCE_SCATTER)
+        lite_fmt(extra, sizeof(extra), ", op=%s", lite_coll_op_name(h->redop));
+    else if (h->kind == LITE_COLL_ALLTOALLV)
+        lite_fmt(extra, sizeof(extra), ", sends %llu", (unsigned long long)h->pair);
+    lite_fmt(buf, len, "%s(count=%llu, dtype=%s%s; algo=%s, chunk=%llu)",
+             lite_coll_kind_name(h->kind), (unsigned long long)h->count,
+             lite_coll_dtype_name(h->dtype), extra, lite_coll_algo_name(h->algo),
+             (unsigned long long)h->chunk);
+}

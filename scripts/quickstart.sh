@@ -16,7 +16,13 @@ JOBS=${JOBS:-2}
 
 # Debian packages the build needs; the test suite adds what its real peers and launchers need.
 PACKAGES=(build-essential cmake pkg-config libjson-c-dev libcmocka-dev)
-TEST_PACKAGES=(openmpi-bin) # mpirun: the same test binary launched by Open MPI
+# The test suite builds every backend that can run here and runs each against real components:
+#   rdma: libibverbs, and a Soft-RoCE qemu VM (../shared/tools/rxe-vm) with perftest as the peer;
+#   efa:  libfabric with its tcp;ofi_rxm and shm providers;
+#   mpirun: the same test binary launched by Open MPI.
+TEST_PACKAGES=(openmpi-bin libibverbs-dev libfabric-dev libfabric-bin
+    qemu-system-x86 kmod cpio busybox-static libibverbs1 ibverbs-providers librdmacm1
+    ibverbs-utils rdmacm-utils iproute2 xz-utils binutils perftest)
 
 install_missing() {
     local missing=()

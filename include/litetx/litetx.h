@@ -62,6 +62,7 @@ LITE_API const char *lite_version(void);
  *   -ENOSYS     the selected transport does not implement this operation
  *   -ENODEV     the transport is not usable on this host
  *   -ENOMEM     out of memory
+ *   -ESHUTDOWN  the peer finalized (closed in order); -LITE_ERR_PEER_LOST when it vanished
  */
 enum lite_errc {
     LITE_ERR_BASE = 1000,

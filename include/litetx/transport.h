@@ -129,7 +129,8 @@ struct lite_core_upcalls {
     /* A msg_send finished: 0 when the buffer may be reused, or a negative code. */
     void (*send_done)(struct lite_core *core, void *op, int status);
     /* A peer is unusable from now on (connection lost, protocol error, ...). `why` is a short
-     * human-readable cause. Called at most once per peer; every msg_send and rma_post still
+     * human-readable cause; status is -ESHUTDOWN when the peer closed in order (it finalized),
+     * -LITE_ERR_PEER_LOST when it vanished, or the code of what went wrong. Called at most once per peer; every msg_send and rma_post still
      * outstanding to that peer is completed with an error through send_done. */
     void (*peer_failed)(struct lite_core *core, int peer, int status, const char *why);
 

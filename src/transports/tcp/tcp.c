@@ -591,7 +591,7 @@ static void conn_rx(struct lite_transport *t, struct conn *c)
                 if (c->peer < 0)
                     LITE_WARN("tcp rank %d: %s closed before saying hello", t->rank, c->desc);
             } else {
-                conn_fail(t, c, -LITE_ERR_PEER_LOST, w);
+                conn_fail(t, c, c->bye ? -ESHUTDOWN : -LITE_ERR_PEER_LOST, w);
             }
             return;
         }

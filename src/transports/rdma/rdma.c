@@ -1,0 +1,507 @@
+/*
+ * rdma.c - the RDMA transport (libibverbs): reliable-connected queue pairs per peer and rail,
+ * messages as SENDs into pre-posted receives, one-sided ops as RDMA WRITE / WRITE_WITH_IMM /
+ * READ, several NICs per process. This file holds the ops table, open/close, connect_all, the
+ * progress loop that dispatches work completions, and the handling of a lost peer. The design
+ * is described in docs/RDMA.md; the files it is split into are listed in rdma_int.h.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "transports/rdma/rdma_int.h"
+
+#define EP_DEV  1u
+#define EP_CONN 2u
+
+uint32_t lite_rdma_env_u32(const char *name, uint32_t def, uint32_t lo, uint32_t hi)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*end || v[0] == '-' || x < lo || x > hi) {
+        LITE_WARN("%s=\"%s\" ignored: must be an integer in [%u, %u]; using %u", name, v, lo, hi,
+                  def);
+        return def;
+    }
+    return (uint32_t)x;
+}
+
+void lite_rdma_later(struct lite_transport *t, void *op, int status)
+{
+    struct lite_rdma_later *l = malloc(sizeof(*l));
+    if (!l) {
+        /* no memory even for this: report at once rather than lose the completion */
+        t->up->send_done(t->core, op, status ? status : -ENOMEM);
+        return;
+    }
+    l->op = op;
+    l->status = status;
+    l->next = NULL;
+    struct lite_rdma_later **pp = &t->later;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = l;
+}
+
+static int run_later(struct lite_transport *t)
+{
+    int n = 0;
+    while (t->later) {
+        struct lite_rdma_later *l = t->later;
+        t->later = l->next;
+        void *op = l->op;
+        int st = l->status;
+        free(l);
+        t->up->send_done(t->core, op, st);
+        n++;
+    }
+    return n;
+}
+
+void lite_rdma_conn_fail(struct lite_transport *t, struct lite_rdma_conn *c, int code,
+                         const char *why)
+{
+    if (c->state == CONN_DEAD)
+        return;
+    bool was_up = c->state == CONN_UP;
+    c->state = CONN_DEAD;
+    if (c->fd >= 0) {
+        epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        close(c->fd);
+        c->fd = -1;
+    }
+    /* Stop the NIC retrying towards a dead peer: every QP of the pair goes to the error state,
+     * and the flushed completions that follow are ignored (the connection is dead). */
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+    if (c->msg)
+        ibv_modify_qp(c->msg->qp, &a, IBV_QP_STATE);
+    for (uint32_t r = 0; r < c->nrails; r++) {
+        if (c->out[r])
+            ibv_modify_qp(c->out[r]->qp, &a, IBV_QP_STATE);
+        if (c->in[r])
+            ibv_modify_qp(c->in[r]->qp, &a, IBV_QP_STATE);
+        free(c->again[r]);
+        c->again[r] = NULL;
+        c->nagain[r] = 0;
+        c->rearming[r] = false;
+    }
+    lite_rdma_msg_fail(t, c, code);
+    lite_rdma_rma_fail(t, c, code);
+    if (was_up && !t->closing) {
+        if (!c->bye)
+            LITE_INFO("rdma rank %d: lost rank %d: %s", t->rank, c->peer, why);
+        t->up->peer_failed(t->core, c->peer, code, why);
+    }
+}
+
+/* ---- completions ---- */
+
+static void wc_error(struct lite_transport *t, struct lite_rdma_conn *c, const char *what,
+                     enum ibv_wc_status st)
+{
+    bool fatal;
+    int code = lite_rdma_wc_code(st, &fatal);
+    char w[128];
+    lite_fmt(w, sizeof(w), "%s rank %d failed: %s", what, c->peer, ibv_wc_status_str(st));
+    if (!c->bye)
+        LITE_WARN("rdma rank %d: %s", t->rank, w);
+    lite_rdma_conn_fail(t, c, fatal || code == -LITE_ERR_PROTOCOL ? code : -LITE_ERR_PEER_LOST, w);
+}
+
+static void on_wc(struct lite_transport *t, const struct ibv_wc *wc)
+{
+    uint32_t qi = WRID_QP(wc->wr_id);
+    if (qi >= t->nqps || !t->qps[qi])
+        return;
+    struct lite_rdma_qp *q = t->qps[qi];
+    struct lite_rdma_conn *c = q->conn;
+    if (c->state != CONN_UP)
+        return;
+    bool stale = WRID_EPOCH(wc->wr_id) != (q->epoch & 0xff);
+    bool ok = wc->status == IBV_WC_SUCCESS;
+    uint32_t slot = WRID_SLOT(wc->wr_id);
+    switch (WRID_TYPE(wc->wr_id)) {
+    case WR_RECV_MSG:
+        if (ok)
+            lite_rdma_msg_recv(t, c, slot, wc->byte_len);
+        else if (wc->status != IBV_WC_WR_FLUSH_ERR)
+            wc_error(t, c, "a message from", wc->status);
+        break;
+    case WR_RECV_IMM:
+        /* An error here means the peer had an op refused: it re-arms the pair itself. */
+        if (!ok || !(wc->wc_flags & IBV_WC_WITH_IMM))
+            break;
+        if (!stale) {
+            lite_rdma_rxacct_consume(&c->imm_rx[q->rail]);
+            if (lite_rdma_post_recv_imm(t, q, 1) != 0) {
+                lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, "reposting a receive failed");
+                return;
+            }
+            lite_rdma_rxacct_repost(&c->imm_rx[q->rail]);
+            if (lite_rdma_rxacct_due(&c->imm_rx[q->rail]))
+                lite_rdma_report(t, c, false);
+        }
+        /* the write's data is in place before its completion is generated */
+        t->up->imm_arrived(t->core, c->peer, ntohl(wc->imm_data));
+        break;
+    case WR_SEND:
+    case WR_CREDIT:
+    case WR_FENCE:
+        if (ok)
+            lite_rdma_sq_retire(q, slot);
+        else if (wc->status != IBV_WC_WR_FLUSH_ERR)
+            wc_error(t, c, "a message to", wc->status);
+        break;
+    case WR_RMA:
+        if (!stale)
+            lite_rdma_rma_done(t, q, slot, wc->status);
+        break;
+    default:
+        break;
+    }
+}
+
+static int poll_cqs(struct lite_transport *t)
+{
+    int n = 0;
+    struct ibv_wc wc[32];
+    for (int d = 0; d < t->ndevs; d++) {
+        if (!t->devs[d].cq)
+            continue;
+        for (int round = 0; round < 8; round++) {
+            int k = ibv_poll_cq(t->devs[d].cq, 32, wc);
+            if (k <= 0)
+                break;
+            for (int i = 0; i < k; i++)
+                on_wc(t, &wc[i]);
+            n += k;
+            if (k < 32)
+                break;
+        }
+    }
+    return n;
+}
+
+/* Queued messages and ops, and window reports that wait for room. */
+static int flush_blocked(struct lite_transport *t, bool *blocked)
+{
+    int n = 0;
+    *blocked = false;
+    for (int p = 0; p < t->world; p++) {
+        struct lite_rdma_conn *c = &t->conns[p];
+        if (c->state != CONN_UP || !(c->pend || c->wait || c->report_due))
+            continue;
+        n += lite_rdma_msg_flush(t, c);
+        n += lite_rdma_rma_flush(t, c);
+        *blocked |= c->state == CONN_UP && (c->pend || c->wait);
+    }
+    return n;
+}
+
+/* Completion-channel events and side-channel frames, waiting at most timeout_ms. */
+static int wait_events(struct lite_transport *t, int timeout_ms)
+{
+    struct epoll_event ev[16];
+    int n = 0, k = epoll_wait(t->epfd, ev, 16, timeout_ms);
+    t->events_at = lite_now_ns();
+    for (int i = 0; i < k; i++) {
+        uint32_t id = (uint32_t)ev[i].data.u64;
+        if ((ev[i].data.u64 >> 32) == EP_CONN) {
+            n += lite_rdma_sc_service(t, &t->conns[id]);
+            continue;
+        }
+        struct lite_rdma_dev *dv = &t->devs[id];
+        struct ibv_cq *cq;
+        void *cq_ctx;
+        while (ibv_get_cq_event(dv->ch, &cq, &cq_ctx) == 0) {
+            ibv_ack_cq_events(cq, 1);
+            dv->armed = false;
+        }
+    }
+    return n;
+}
+
+static int rdma_progress(struct lite_transport *t, int timeout_ms)
+{
+    bool blocked;
+    t->budget = t->post_budget;
+    int n = poll_cqs(t) + run_later(t);
+    n += flush_blocked(t, &blocked);
+    /* The side channels carry rare events (re-arm, BYE, a peer gone): looked at when idle, and
+     * at least every millisecond when busy, so a busy loop makes no syscall per call. */
+    if (n == 0 || lite_now_ns() - t->events_at > 1000000)
+        n += wait_events(t, 0);
+    if (n || timeout_ms == 0)
+        return n;
+    /* Nothing to do: sleep until a completion or a side-channel frame. A sender waiting for a
+     * window report polls its mailbox (an RDMA write raises no event), so it naps 1 ms. */
+    for (int d = 0; d < t->ndevs; d++) {
+        if (t->devs[d].cq && !t->devs[d].armed && ibv_req_notify_cq(t->devs[d].cq, 0) == 0)
+            t->devs[d].armed = true;
+    }
+    n = poll_cqs(t); /* what arrived before the arming */
+    if (!n)
+        n = wait_events(t, blocked ? 1 : timeout_ms);
+    n += poll_cqs(t);
+    return n + flush_blocked(t, &blocked);
+}
+
+/* ---- setup and teardown ---- */
+
+static void rdma_close(struct lite_transport *t);
+
+static int cq_create(struct lite_transport *t, char *why, size_t why_len)
+{
+    uint32_t rx = lite_rdma_recv_depth(t->credits);
+    for (int d = 0; d < t->ndevs; d++) {
+        uint64_t rails_here = 0;
+        for (uint32_t r = 0; r < t->nrails; r++)
+            rails_here += t->rails[r].dev == d;
+        uint64_t per_peer = rails_here * (t->sq_depth + t->imm_depth + 2);
+        if (t->rails[0].dev == d)
+            per_peer += t->tx_depth + rx;
+        uint64_t need = per_peer * (uint64_t)(t->world - 1) + 64;
+        if (need > (uint64_t)t->devs[d].max_cqe) {
+            lite_fmt(why, why_len,
+                     "rdma: %s can queue %d completions, %llu are needed for %d "
+                     "peers; lower LITETX_RDMA_SQ_DEPTH / LITETX_RDMA_IMM_DEPTH / "
+                     "LITETX_RDMA_TX_DEPTH / LITETX_CREDITS",
+                     t->devs[d].name, t->devs[d].max_cqe, (unsigned long long)need, t->world - 1);
+            return -ENOSPC;
+        }
+        t->devs[d].cq = ibv_create_cq(t->devs[d].ctx, (int)need, NULL, t->devs[d].ch, 0);
+        if (!t->devs[d].cq) {
+            int rc = lite_rdma_errno(errno);
+            lite_fmt(why, why_len, "rdma: cannot create a completion queue on %s: %s",
+                     t->devs[d].name, strerror(-rc));
+            return rc;
+        }
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)EP_DEV << 32 | d};
+        epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->devs[d].ch->fd, &ev);
+    }
+    return 0;
+}
+
+static int rdma_open(const struct lite_transport_params *p, struct lite_transport **out)
+{
+    struct lite_transport *t = calloc(1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    t->rank = p->rank;
+    t->world = p->world_size;
+    t->core = p->core;
+    t->up = p->up;
+    t->listen_fd = -1;
+    t->credits = lite_rdma_env_u32("LITETX_CREDITS", 64, 2, 65535);
+    uint32_t rndv = lite_rdma_env_u32("LITETX_RNDV_THRESHOLD", 65536, 64, 1u << 30);
+    t->slot_payload = lite_rdma_env_u32(
+        "LITETX_RDMA_SLOT", rndv < RDMA_MAX_SLOT ? rndv : RDMA_MAX_SLOT, 256, 16u << 20);
+    t->tx_depth = lite_rdma_env_u32("LITETX_RDMA_TX_DEPTH", RDMA_TX_DEPTH, 4, 4096);
+    t->sq_depth = lite_rdma_env_u32("LITETX_RDMA_SQ_DEPTH", RDMA_SQ_DEPTH, 8, 16384);
+    t->imm_depth = lite_rdma_env_u32("LITETX_RDMA_IMM_DEPTH", RDMA_IMM_DEPTH, 4, 16384);
+    t->stripe_min = lite_rdma_env_u32("LITETX_RDMA_STRIPE_MIN", RDMA_STRIPE_MIN, 4096, 1u << 30);
+    t->rnr_retry = (int)lite_rdma_env_u32("LITETX_RDMA_RNR_RETRY", 0, 0, 7);
+    t->timeout = (uint8_t)lite_rdma_env_u32("LITETX_RDMA_TIMEOUT", 14, 1, 31);
+    t->reg_cache = lite_rdma_env_u32("LITETX_RDMA_REG_CACHE", 0, 0, 4096);
+    t->post_budget = lite_rdma_env_u32("LITETX_RDMA_POST_BUDGET", RDMA_POST_BUDGET, 4096, 1u << 30);
+    t->budget = t->post_budget;
+    t->epfd = epoll_create1(EPOLL_CLOEXEC);
+    t->conns = calloc((size_t)t->world, sizeof(*t->conns));
+    char why[768] = "";
+    int rc = t->epfd < 0 ? -errno : !t->conns ? -ENOMEM : 0;
+    for (int i = 0; !rc && i < t->world; i++) {
+        t->conns[i].peer = i;
+        t->conns[i].fd = -1;
+    }
+    if (!rc)
+        rc = lite_rdma_rails_open(t, p->bind_host, why, sizeof(why));
+    if (!rc)
+        rc = cq_create(t, why, sizeof(why));
+    if (!rc) {
+        size_t mb = (size_t)t->world * (1 + LITE_MAX_RAILS) * sizeof(uint64_t);
+        void *m = NULL;
+        if (posix_memalign(&m, 4096, mb) != 0) {
+            rc = -ENOMEM;
+        } else {
+            memset(m, 0, mb);
+            t->mbox = m;
+            t->mbox_mr = ibv_reg_mr(t->devs[t->rails[0].dev].pd, m, mb,
+                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+            if (!t->mbox_mr) {
+                rc = lite_rdma_errno(errno);
+                lite_fmt(why, sizeof(why), "rdma: cannot register the mailbox: %s", strerror(-rc));
+            }
+        }
+    }
+    if (!rc)
+        rc = lite_rdma_sc_listen(t, p->bind_host, why, sizeof(why));
+    if (rc) {
+        LITE_ERROR("rdma rank %d: %s", t->rank, why[0] ? why : lite_strerror(rc));
+        rdma_close(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+static int rdma_addr_get(struct lite_transport *t, void *blob, size_t *len)
+{
+    return lite_rdma_addr_get(t, blob, len);
+}
+
+static int rdma_connect_all(struct lite_transport *t, const void *const *blobs, const size_t *lens,
+                            int64_t deadline, char *why, size_t why_len)
+{
+    int rc = lite_rdma_sc_connect_all(t, blobs, lens, deadline, why, why_len);
+    if (rc)
+        return rc;
+    /* every pair is connected: nobody else may come to the listener */
+    close(t->listen_fd);
+    t->listen_fd = -1;
+    for (int p = 0; p < t->world; p++) {
+        struct lite_rdma_conn *c = &t->conns[p];
+        if (p == t->rank)
+            continue;
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)EP_CONN << 32 | p};
+        epoll_ctl(t->epfd, EPOLL_CTL_ADD, c->fd, &ev);
+        lite_fmt(c->desc, sizeof(c->desc), "rank %d", p);
+    }
+    return 0;
+}
+
+/* Orderly close: drain what is queued, make sure our last SENDs were received (a signalled
+ * fence behind them), say BYE, and keep our QPs until every peer has done the same, so no
+ * peer's last message meets a destroyed QP. */
+static void drain(struct lite_transport *t)
+{
+    int64_t deadline = lite_deadline_ns(RDMA_CLOSE_MS);
+    for (int iter = 0; iter < 100000 && lite_now_ns() < deadline; iter++) {
+        bool busy = false;
+        for (int p = 0; p < t->world; p++) {
+            struct lite_rdma_conn *c = &t->conns[p];
+            busy |= c->state == CONN_UP && (c->pend || c->wait || c->live);
+        }
+        if (!busy)
+            break;
+        rdma_progress(t, 1);
+    }
+    for (int p = 0; p < t->world; p++) {
+        struct lite_rdma_conn *c = &t->conns[p];
+        if (c->state != CONN_UP || !c->msg)
+            continue;
+        struct lite_rdma_qp *q = c->msg;
+        if (lite_rdma_sq_room(q) == 0)
+            continue; /* full: its last WR is signalled already */
+        uint32_t slot = (uint32_t)(q->sq_head % q->sq_depth);
+        uint8_t *b = c->slots + (size_t)(c->rx_depth + slot) * c->slot_bytes;
+        uint64_t word = lite_rdma_mbox_pack(q->epoch, c->msg_rx.reported);
+        memcpy(b, &word, 8);
+        struct ibv_sge sge = {.addr = (uintptr_t)b, .length = 8, .lkey = c->slots_mr->lkey};
+        struct ibv_send_wr wr = {
+            .sg_list = &sge,
+            .num_sge = 1,
+            .opcode = IBV_WR_RDMA_WRITE,
+            .wr = {.rdma = {.remote_addr = c->peer_mbox, .rkey = c->peer_mbox_rkey}}};
+        if (lite_rdma_post_sq(t, q, &wr, WR_FENCE, true, NULL, 0) != 0)
+            lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, "closing");
+    }
+    for (int iter = 0; iter < 100000 && lite_now_ns() < deadline; iter++) {
+        bool busy = false;
+        for (int p = 0; p < t->world; p++) {
+            struct lite_rdma_conn *c = &t->conns[p];
+            busy |= c->state == CONN_UP && c->msg && c->msg->sq_tail != c->msg->sq_head;
+        }
+        if (!busy)
+            break;
+        rdma_progress(t, 1);
+    }
+    for (int p = 0; p < t->world; p++)
+        if (t->conns[p].state == CONN_UP &&
+            lite_rdma_sc_send(&t->conns[p], SC_BYE, 0, NULL, 0) != 0)
+            lite_rdma_conn_fail(t, &t->conns[p], -LITE_ERR_PEER_LOST, "closing");
+    for (int iter = 0; iter < 100000 && lite_now_ns() < deadline; iter++) {
+        bool busy = false;
+        for (int p = 0; p < t->world; p++)
+            busy |= t->conns[p].state == CONN_UP && !t->conns[p].bye;
+        if (!busy)
+            break;
+        rdma_progress(t, 5);
+    }
+}
+
+static void rdma_close(struct lite_transport *t)
+{
+    if (!t)
+        return;
+    /* peers that leave while we drain are expected: no peer_failed upcalls from here on */
+    t->closing = true;
+    if (t->conns && t->epfd >= 0)
+        drain(t);
+    for (int p = 0; t->conns && p < t->world; p++) {
+        struct lite_rdma_conn *c = &t->conns[p];
+        lite_rdma_conn_fail(t, c, -LITE_ERR_CANCELLED, "transport closed");
+    }
+    run_later(t);
+    for (uint32_t i = 0; i < t->nqps; i++)
+        if (t->qps[i])
+            lite_rdma_qp_destroy(t, t->qps[i]);
+    free(t->qps);
+    for (int p = 0; t->conns && p < t->world; p++) {
+        struct lite_rdma_conn *c = &t->conns[p];
+        if (c->slots_mr)
+            ibv_dereg_mr(c->slots_mr);
+        free(c->slots);
+    }
+    lite_rdma_mr_fini(t);
+    if (t->mbox_mr)
+        ibv_dereg_mr(t->mbox_mr);
+    free((void *)t->mbox);
+    lite_rdma_rails_close(t);
+    if (t->listen_fd >= 0)
+        close(t->listen_fd);
+    if (t->epfd >= 0)
+        close(t->epfd);
+    free(t->conns);
+    free(t);
+}
+
+static int rdma_mr_reg(struct lite_transport *t, const struct lite_tp_mr *mr,
+                       struct lite_tp_mr_keys *keys)
+{
+    return lite_rdma_mr_reg(t, mr, keys);
+}
+
+static int rdma_mr_dereg(struct lite_transport *t, void *handle)
+{
+    return lite_rdma_mr_dereg(t, handle);
+}
+
+#ifdef LITE_RDMA_CUDA
+#define RDMA_CAPS_GPU LITE_CAP_DEVICE_MEM
+#else
+#define RDMA_CAPS_GPU 0
+#endif
+
+const struct lite_transport_ops lite_rdma_ops = {
+    .size = sizeof(struct lite_transport_ops),
+    .abi_version = LITE_TRANSPORT_ABI_VERSION,
+    .name = "rdma",
+    .caps =
+        LITE_CAP_WRITE | LITE_CAP_WRITE_IMM | LITE_CAP_READ | LITE_CAP_MULTI_RAIL | RDMA_CAPS_GPU,
+    .probe = lite_rdma_probe,
+    .open = rdma_open,
+    .close = rdma_close,
+    .addr_get = rdma_addr_get,
+    .connect_all = rdma_connect_all,
+    .msg_send = lite_rdma_msg_send,
+    .progress = rdma_progress,
+    .mr_reg = rdma_mr_reg,
+    .mr_dereg = rdma_mr_dereg,
+    .rma_post = lite_rdma_rma_post,
+};

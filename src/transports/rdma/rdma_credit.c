@@ -1,0 +1,163 @@
+/*
+ * rdma_credit.c - receive-window accounting and the SEND frame header.
+ *
+ * A SEND (or an RDMA write with immediate) that reaches a queue pair with no posted receive is
+ * answered "receiver not ready" and retried by the NIC: slow, and with rnr_retry 0 (what this
+ * backend sets) a hard error. So a sender posts only into receives it knows are posted: the
+ * receiver pre-posts `depth` of them and reports its cumulative repost count by an RDMA write
+ * into the sender's mailbox (no receive consumed), once a quarter of the window is due.
+ */
+#include <errno.h>
+
+#include "transports/rdma/rdma_logic.h"
+
+void lite_rdma_window_init(struct lite_rdma_window *w, uint32_t depth)
+{
+    w->depth = depth;
+    w->used = 0;
+    w->granted = depth;
+}
+
+uint64_t lite_rdma_window_avail(const struct lite_rdma_window *w)
+{
+    return w->granted > w->used ? w->granted - w->used : 0;
+}
+
+bool lite_rdma_window_take(struct lite_rdma_window *w, uint32_t n)
+{
+    if (lite_rdma_window_avail(w) < n)
+        return false;
+    w->used += n;
+    return true;
+}
+
+int lite_rdma_window_grant(struct lite_rdma_window *w, uint64_t total)
+{
+    /* The peer cannot have reposted more receives than this side has consumed. */
+    if (total > w->used)
+        return -EPROTO;
+    uint64_t g = (uint64_t)w->depth + total;
+    if (g <= w->granted)
+        return 0;
+    w->granted = g;
+    return 1;
+}
+
+void lite_rdma_rxacct_init(struct lite_rdma_rxacct *a, uint32_t depth)
+{
+    a->depth = depth;
+    a->consumed = a->reposted = a->reported = 0;
+}
+
+void lite_rdma_rxacct_consume(struct lite_rdma_rxacct *a)
+{
+    a->consumed++;
+}
+
+void lite_rdma_rxacct_repost(struct lite_rdma_rxacct *a)
+{
+    if (a->reposted < a->consumed)
+        a->reposted++;
+}
+
+bool lite_rdma_rxacct_due(const struct lite_rdma_rxacct *a)
+{
+    uint64_t q = a->depth / 4 ? a->depth / 4 : 1;
+    return a->reposted - a->reported >= q;
+}
+
+uint64_t lite_rdma_rxacct_report(struct lite_rdma_rxacct *a)
+{
+    a->reported = a->reposted;
+    return a->reposted;
+}
+
+uint32_t lite_rdma_recv_depth(uint32_t credits)
+{
+    return credits + LITE_RDMA_CTRL_RESERVE;
+}
+
+/* ---- frames ---- */
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+size_t lite_rdma_frame_encode(const struct lite_rdma_frame *f, uint8_t *out)
+{
+    for (int i = 0; i < LITE_RDMA_CONT_HDR; i++)
+        out[i] = 0;
+    out[0] = f->type;
+    if (f->type == LITE_RDMA_FRAME_CONT)
+        return LITE_RDMA_CONT_HDR;
+    out[1] = f->channel;
+    out[2] = f->flags;
+    put16(out + 4, f->credits);
+    put64(out + 8, f->tag);
+    put64(out + 16, f->len);
+    return LITE_RDMA_FIRST_HDR;
+}
+
+int lite_rdma_frame_decode(const uint8_t *in, size_t n, struct lite_rdma_frame *f, const char **why)
+{
+    if (n < LITE_RDMA_CONT_HDR) {
+        *why = "SEND shorter than a frame header";
+        return -EPROTO;
+    }
+    f->type = in[0];
+    if (f->type == LITE_RDMA_FRAME_CONT) {
+        for (int i = 1; i < LITE_RDMA_CONT_HDR; i++)
+            if (in[i]) {
+                *why = "non-zero reserved bytes in a continuation header";
+                return -EPROTO;
+            }
+        return LITE_RDMA_CONT_HDR;
+    }
+    if (f->type != LITE_RDMA_FRAME_FIRST) {
+        *why = "unknown frame type";
+        return -EPROTO;
+    }
+    if (n < LITE_RDMA_FIRST_HDR) {
+        *why = "SEND shorter than a message header";
+        return -EPROTO;
+    }
+    if (in[3] || in[6] || in[7]) {
+        *why = "non-zero reserved bytes in a message header";
+        return -EPROTO;
+    }
+    f->channel = in[1];
+    f->flags = in[2];
+    f->credits = (uint16_t)(in[4] | in[5] << 8);
+    f->tag = get64(in + 8);
+    f->len = get64(in + 16);
+    if (n - LITE_RDMA_FIRST_HDR > f->len) {
+        *why = "SEND carries more bytes than its message";
+        return -EPROTO;
+    }
+    return LITE_RDMA_FIRST_HDR;
+}
+
+uint64_t lite_rdma_frag_count(uint64_t len, uint32_t slot)
+{
+    uint64_t first = slot - LITE_RDMA_FIRST_HDR, cont = slot - LITE_RDMA_CONT_HDR;
+    if (len <= first)
+        return 1;
+    uint64_t rest = len - first;
+    return 1 + rest / cont + (rest % cont != 0);
+}

@@ -1,0 +1,195 @@
+#!/bin/sh
+# vm_suite.sh - runs INSIDE the Soft-RoCE VM (busybox sh), started by run_vm_suite.sh with the
+# build tree shared at the same path. Runs the project's multi-process suite with
+# LITETX_TRANSPORT=rdma on rxe0 (and on two rails), then the perftest comparison.
+#
+# Prints one "RDMA-TEST <name> PASS|FAIL|SKIP <seconds>s [why]" line per case, the perf lines,
+# and "rdma vm suite: N passed, N failed, N skipped". Logs go to tests/rdma/vm-results/.
+# Exit status: 0 when nothing failed. RDMA_SUITE_ONLY=perf runs only the perf comparison;
+# RDMA_SUITE_QUICK=1 leaves out the slowest cases; RDMA_PERF_ROUNDS / RDMA_PERF_*_ITERS size
+# the comparison.
+B=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=$B/tests/rdma/vm-results
+rm -rf "$OUT"
+mkdir -p "$OUT"
+IP=${RXE_VM_IP:?not in the rxe VM}
+GIDX=${RXE_VM_GID_INDEX:-1}
+RUN=$B/litetx-run
+MP=$B/tests/mp
+QUICK=${RDMA_SUITE_QUICK:-0}
+export LITETX_TRANSPORT=rdma LITETX_INIT_TIMEOUT_MS=30000
+pass=0 fail=0 skip=0
+port=29700
+now() { cut -d' ' -f1 /proc/uptime; }
+
+# t NAME RANKS TIMEOUT [VAR=VAL ...] -- PROGRAM [ARGS...]: one litetx-run, result line
+t() {
+    name=$1 n=$2 to=$3
+    shift 3
+    envs=""
+    while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
+    shift
+    port=$((port + 1))
+    root=${ROOT:-$IP}
+    t0=$(now)
+    env $envs timeout $((to + 15)) "$RUN" -n "$n" -t "$to" -g 10 --root "$root:$port" "$@" \
+        > "$OUT/$name.log" 2>&1
+    r=$?
+    d=$(awk "BEGIN{printf \"%.1f\", $(now) - $t0}")
+    if [ $r -eq 0 ]; then
+        pass=$((pass + 1)); echo "RDMA-TEST $name PASS ${d}s"
+    elif [ $r -eq 77 ]; then
+        skip=$((skip + 1))
+        echo "RDMA-TEST $name SKIP ${d}s $(grep -m1 SKIPPED "$OUT/$name.log")"
+    else
+        fail=$((fail + 1)); echo "RDMA-TEST $name FAIL(rc=$r) ${d}s"
+        tail -n 15 "$OUT/$name.log" | sed 's/^/    | /'
+    fi
+}
+
+# expect_fail NAME PATTERN [VAR=VAL ...] -- PROGRAM: init must fail, its log must match PATTERN
+expect_fail() {
+    name=$1 pat=$2
+    shift 2
+    envs=""
+    while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
+    shift
+    port=$((port + 1))
+    t0=$(now)
+    env $envs timeout 60 "$RUN" -n 2 -t 40 -g 5 --root "$IP:$port" "$@" > "$OUT/$name.log" 2>&1
+    r=$?
+    d=$(awk "BEGIN{printf \"%.1f\", $(now) - $t0}")
+    if [ $r -ne 0 ] && grep -q "$pat" "$OUT/$name.log"; then
+        pass=$((pass + 1)); echo "RDMA-TEST $name PASS ${d}s ($(grep -m1 -o "$pat.*" "$OUT/$name.log" | cut -c1-150))"
+    else
+        fail=$((fail + 1)); echo "RDMA-TEST $name FAIL(rc=$r, want failure matching '$pat') ${d}s"
+        tail -n 10 "$OUT/$name.log" | sed 's/^/    | /'
+    fi
+}
+
+# ---- performance: perftest vs liblitetx on rxe0, as ratios (absolute numbers mean nothing
+# under software emulation, and the host may be shared): ROUNDS rounds, each running perftest
+# and then ours back to back; the median of the per-round ratios is reported ----
+perf() {
+    PERF=$OUT/perf.txt
+    : > "$PERF"
+    if [ -n "${RDMA_SUITE_NO_PERF:-}" ]; then
+        skip=$((skip + 1)); echo "RDMA-TEST perf SKIP 0s ($RDMA_SUITE_NO_PERF: not measured)"
+        return
+    fi
+    if ! command -v ib_write_bw > /dev/null || ! [ -x "$B/tests/rdma/rdma_perf" ]; then
+        skip=$((skip + 1))
+        echo "RDMA-TEST perf SKIP 0s (perftest's ib_write_bw not in the VM, or rdma_perf not built)"
+        return
+    fi
+    pt() { # pt NAME CMD... : server and client of a perftest tool in this VM
+        name=$1; shift
+        timeout 60 "$@" > "$OUT/$name.server" 2>&1 &
+        sp=$!
+        sleep 0.5
+        timeout 60 "$@" "$IP" > "$OUT/$name.client" 2>&1
+        wait $sp
+    }
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a > 0 && b > 0) printf "%.3f", a / b; else print "n/a" }'; }
+    med() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{v[NR]=$1} END{ if (NR) print v[int((NR+1)/2)]; else print "n/a" }'; }
+    BW64=${RDMA_PERF_BW64_ITERS:-500}
+    BW1M=${RDMA_PERF_BW1M_ITERS:-50}
+    LAT=${RDMA_PERF_LAT_ITERS:-500}
+    W64="" W1M="" OW64="" OW1M="" R64="" R1M="" RL="" RLI="" P64="" P1M="" PL="" O64="" O1M="" OL="" OLI=""
+    for round in $(seq 1 "${RDMA_PERF_ROUNDS:-3}"); do
+        pt bw64k.$round ib_write_bw -d rxe0 -x "$GIDX" -F -s 65536 -n "$BW64" --report_gbits
+        t perf.bw64k.$round 2 60 -- "$B/tests/rdma/rdma_perf" bw 65536 "$BW64" 128
+        t perf.bw64k_write.$round 2 60 -- "$B/tests/rdma/rdma_perf" bw 65536 "$BW64" 128 write
+        pt bw1m.$round ib_write_bw -d rxe0 -x "$GIDX" -F -s 1048576 -n "$BW1M" --report_gbits
+        t perf.bw1m.$round 2 60 -- "$B/tests/rdma/rdma_perf" bw 1048576 "$BW1M" 128
+        t perf.bw1m_write.$round 2 60 -- "$B/tests/rdma/rdma_perf" bw 1048576 "$BW1M" 128 write
+        pt lat8.$round ib_write_lat -d rxe0 -x "$GIDX" -F -s 8 -n "$LAT"
+        t perf.lat8.$round 2 60 -- "$B/tests/rdma/rdma_perf" lat "$LAT"
+        t perf.lat8_imm.$round 2 60 -- "$B/tests/rdma/rdma_perf" lat "$LAT" imm
+        # perftest's data row: bytes iters ...; BW average is column 4, t_typical column 5
+        p64=$(awk '$1=="65536" && NF>=4 {print $4; exit}' "$OUT/bw64k.$round.client")
+        p1m=$(awk '$1=="1048576" && NF>=4 {print $4; exit}' "$OUT/bw1m.$round.client")
+        pl=$(awk '$1=="8" && NF>=5 {print $5; exit}' "$OUT/lat8.$round.client")
+        o64=$(sed -n 's/.*RDMA-PERF bw size=65536 .*gbps=\([0-9.]*\).*/\1/p' "$OUT/perf.bw64k.$round.log")
+        o1m=$(sed -n 's/.*RDMA-PERF bw size=1048576 .*gbps=\([0-9.]*\).*/\1/p' "$OUT/perf.bw1m.$round.log")
+        w64=$(sed -n 's/.*RDMA-PERF bw_write size=65536 .*gbps=\([0-9.]*\).*/\1/p' "$OUT/perf.bw64k_write.$round.log")
+        w1m=$(sed -n 's/.*RDMA-PERF bw_write size=1048576 .*gbps=\([0-9.]*\).*/\1/p' "$OUT/perf.bw1m_write.$round.log")
+        ol=$(sed -n 's/.*RDMA-PERF lat size=8 .*typical_us=\([0-9.]*\).*/\1/p' "$OUT/perf.lat8.$round.log")
+        oli=$(sed -n 's/.*RDMA-PERF lat_imm size=8 .*typical_us=\([0-9.]*\).*/\1/p' "$OUT/perf.lat8_imm.$round.log")
+        echo "RDMA-PERF-ROUND $round perftest: bw64k=$p64 bw1m=$p1m lat8=$pl | liblitetx: bw64k=$o64 (write $w64) bw1m=$o1m (write $w1m) lat8=$ol lat8_imm=$oli" | tee -a "$PERF"
+        R64="$R64 $(ratio "$o64" "$p64")"; R1M="$R1M $(ratio "$o1m" "$p1m")"
+        W64="$W64 $(ratio "$w64" "$p64")"; W1M="$W1M $(ratio "$w1m" "$p1m")"
+        OW64="$OW64 $w64"; OW1M="$OW1M $w1m"
+        RL="$RL $(ratio "$ol" "$pl")"; RLI="$RLI $(ratio "$oli" "$pl")"
+        P64="$P64 $p64"; P1M="$P1M $p1m"; PL="$PL $pl"
+        O64="$O64 $o64"; O1M="$O1M $o1m"; OL="$OL $ol"; OLI="$OLI $oli"
+    done
+    {
+        echo "RDMA-PERF-TABLE metric perftest(median) liblitetx(median) median-ratio(liblitetx/perftest)"
+        echo "RDMA-PERF-TABLE bw_64KiB_Gbps(perftest:write,ours:write_imm) $(echo $P64 | med) $(echo $O64 | med) $(echo $R64 | med)"
+        echo "RDMA-PERF-TABLE bw_1MiB_Gbps(perftest:write,ours:write_imm) $(echo $P1M | med) $(echo $O1M | med) $(echo $R1M | med)"
+        echo "RDMA-PERF-TABLE bw_64KiB_Gbps(perftest:write,ours:write) $(echo $P64 | med) $(echo $OW64 | med) $(echo $W64 | med)"
+        echo "RDMA-PERF-TABLE bw_1MiB_Gbps(perftest:write,ours:write) $(echo $P1M | med) $(echo $OW1M | med) $(echo $W1M | med)"
+        echo "RDMA-PERF-TABLE write_lat_8B_typical_us $(echo $PL | med) $(echo $OL | med) $(echo $RL | med)"
+        echo "RDMA-PERF-TABLE write_imm_lat_8B_typical_us $(echo $PL | med) $(echo $OLI | med) $(echo $RLI | med)"
+    } | tee -a "$PERF"
+}
+
+echo "rdma vm suite: $(ibv_devices | awk 'NR>2{print $1}' | tr '\n' ' ')on $IP (gid index $GIDX)"
+
+if [ "${RDMA_SUITE_ONLY:-}" = perf ]; then # only the perf comparison (for docs/RDMA.md)
+    perf
+    echo "rdma vm suite: $pass passed, $fail failed, $skip skipped"
+    [ $fail -eq 0 ]
+    exit
+fi
+
+# ---- the project's multi-process suite over rdma (rail: rxe0) ----
+t p2p.np2 2 120 -- "$MP/p2p_test"
+t p2p.np3 3 150 -- "$MP/p2p_test"
+perf
+t rma.np2 2 150 -- "$MP/rma_test"
+t rma.np3 3 180 -- "$MP/rma_test"
+t flow.flood 2 120 -- "$MP/flow_test"
+t fault.missing_rank 2 60 -- "$MP/fault_test" missing_rank
+t fault.rank_exits 3 60 -- "$MP/fault_test" rank_exits
+if [ -x "$MP/coll_test" ]; then
+    t coll.basic.np3 3 200 -- "$MP/coll_test" basic
+    t coll.mismatch.np3 3 120 -- "$MP/coll_test" mismatch
+    [ "$QUICK" = 1 ] || t coll.big.np2 2 300 -- "$MP/coll_test" big
+    [ "$QUICK" = 1 ] || t coll.stress.np3 3 200 -- "$MP/coll_test" stress
+else
+    skip=$((skip + 1)); echo "RDMA-TEST coll SKIP 0s (tests/mp/coll_test not built)"
+fi
+[ "$QUICK" = 1 ] || t p2p.np4 4 180 -- "$MP/p2p_test"
+
+# ---- GID choice: bootstrap over loopback (no interface match: the port's only IPv4 RoCE v2
+# GID), an explicit index, and an impossible one (must fail, listing the candidates) ----
+ROOT=127.0.0.1 t gid.loopback_bootstrap.p2p.np2 2 120 -- "$MP/p2p_test"
+t gid.override.p2p.np2 2 120 LITETX_RDMA_GID_INDEX=$GIDX -- "$MP/p2p_test"
+expect_fail gid.bad_override "candidates: \[" LITETX_RDMA_GID_INDEX=9 -- "$MP/p2p_test"
+expect_fail devices.unknown "no device \"mlx9_9\"" LITETX_RDMA_DEVICES=mlx9_9 -- "$MP/p2p_test"
+
+# ---- several rails: two on rxe0, then rxe0 + rxe1 (a second Soft-RoCE device) ----
+S=LITETX_RDMA_STRIPE_MIN=65536
+t rails2.same_port.rma.np2 2 150 LITETX_RDMA_DEVICES=rxe0,rxe0 $S -- "$MP/rma_test"
+if ip link add rxenet1 type dummy 2>/dev/null && ip addr add 192.0.3.1/24 dev rxenet1 &&
+    ip link set rxenet1 mtu 4200 && ip link set rxenet1 up &&
+    rdma link add rxe1 type rxe netdev rxenet1 2>/dev/null; then
+    i=0
+    while [ $i -lt 30 ] && ! grep -q "ffff:c000:0301" /sys/class/infiniband/rxe1/ports/1/gids/* 2>/dev/null; do
+        sleep 0.1; i=$((i + 1))
+    done
+    t rails2.two_devices.rma.np3 3 180 LITETX_RDMA_DEVICES=rxe0,rxe1 $S -- "$MP/rma_test"
+    t rails2.two_devices.p2p.np2 2 120 LITETX_RDMA_DEVICES=rxe0,rxe1 $S -- "$MP/p2p_test"
+    t rails2.auto.flow.np2 2 120 $S -- "$MP/flow_test"
+else
+    skip=$((skip + 1)); echo "RDMA-TEST rails2.two_devices SKIP 0s (could not create rxe1)"
+fi
+
+# ---- GPU memory ----
+skip=$((skip + 1))
+echo "RDMA-TEST gpu.dmabuf SKIP 0s (ibv_reg_dmabuf_mr for CUDA memory is compile-tested only: no GPU here)"
+
+echo "rdma vm suite: $pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]

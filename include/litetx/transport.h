@@ -157,6 +157,11 @@ struct lite_transport_params {
     struct lite_core *core;
     const struct lite_core_upcalls *up;
     int log_level;
+    /* Flow control the core will respect: at most `credits` credit-consuming messages
+     * outstanding per peer (plus control messages, which take none), each eager one smaller
+     * than `rndv_threshold` bytes of payload. Size receive resources from these. */
+    uint32_t credits;
+    size_t rndv_threshold;
 };
 
 struct lite_transport_ops {

@@ -97,6 +97,8 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
         .core = (struct lite_core *)ctx,
         .up = &lite_core_upcalls,
         .log_level = ctx->s.log_level,
+        .credits = ctx->credits_max,
+        .rndv_threshold = ctx->rndv_threshold,
     };
     rc = ctx->ops.open(&params, &ctx->tp);
     if (rc) {

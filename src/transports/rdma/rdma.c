@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -298,8 +299,11 @@ static int rdma_open(const struct lite_transport_params *p, struct lite_transpor
     t->core = p->core;
     t->up = p->up;
     t->listen_fd = -1;
-    t->credits = lite_rdma_env_u32("LITETX_CREDITS", 64, 2, 65535);
-    uint32_t rndv = lite_rdma_env_u32("LITETX_RNDV_THRESHOLD", 65536, 64, 1u << 30);
+    /* Receive windows follow the core's flow control (credits and eager size). */
+    bool has_flow = p->size >= offsetof(struct lite_transport_params, rndv_threshold) +
+                                   sizeof(p->rndv_threshold);
+    t->credits = has_flow ? p->credits : 64;
+    uint32_t rndv = has_flow ? (uint32_t)p->rndv_threshold : 65536;
     t->slot_payload = lite_rdma_env_u32(
         "LITETX_RDMA_SLOT", rndv < RDMA_MAX_SLOT ? rndv : RDMA_MAX_SLOT, 256, 16u << 20);
     t->tx_depth = lite_rdma_env_u32("LITETX_RDMA_TX_DEPTH", RDMA_TX_DEPTH, 4, 4096);

@@ -107,7 +107,13 @@ int main(void)
         printf("rank 1: resident memory grew %.2f MB while flooded (bound %.2f MB = %zu credits "
                "x %zu B + %.0f MB slack)\n",
                growth / 1e6, bound / 1e6, credits, threshold, SLACK / 1e6);
+#if defined(__SANITIZE_ADDRESS__)
+        /* ASan keeps freed blocks in quarantine and adds shadow pages, so RSS says nothing
+         * about the library here; the plain build asserts the bound. */
+        printf("rank 1: bound not asserted under AddressSanitizer (allocator quarantine)\n");
+#else
         CHECK(growth <= bound, "resident memory grew %zu bytes, over the bound %zu", growth, bound);
+#endif
         /* Now receive everything, posted in order; each must be intact. */
         for (int i = 0; i < TOTAL; i++)
             CHECK_RC(ctx, lite_irecv(ctx, 0, (uint64_t)i + 1, bufs[i], msg_len(i), &reqs[i]));

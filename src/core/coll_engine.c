@@ -813,7 +813,12 @@ void lite_coll_fini(struct lite_ctx *ctx)
         if (!op)
             return;
         reg_remove(op);
-        /* Requests still held by the core are completed (and leaked) by its teardown. */
+        /* lite_finalize closed the transport first, which completed every transfer still in
+         * flight: release those requests with their op. One not yet done (not expected) is
+         * left to the core rather than freed under it. */
+        for (int i = 0; i < op->npend; i++)
+            if (op->pend[i].r && op->pend[i].r->state == LITE_REQ_DONE)
+                lite_request_release(op->pend[i].r);
         lite_coll_op_free(op);
     }
 }

@@ -1,0 +1,397 @@
+/*
+ * efa.c - the EFA transport: libfabric FI_EP_RDM endpoints, one per rail, with native one-sided
+ * writes (the 32-bit immediate as remote CQ data), reads, and messages for the core's eager
+ * path. The same code runs on AWS EFA (provider "efa", the default) and, for real, on
+ * libfabric's "tcp;ofi_rxm" and "shm" providers (LITETX_EFA_PROVIDER=tcp or shm).
+ * docs/EFA.md describes the design, the settings and what each provider offers.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "efa.h"
+
+#define CLOSE_DRAIN_MS 2000
+#define TICK_MS        5
+#define POLL_SLEEP_NS  50000 /* between polls when the CQs cannot be slept on */
+
+static int efa_probe(char *why, size_t why_len)
+{
+    struct efa_cfg cfg;
+    int rc = lite_efa_cfg_read(&cfg, why, why_len);
+    if (rc)
+        return -ENODEV;
+    struct fi_info *info = NULL;
+    rc = lite_efa_getinfo(&cfg, NULL, &info, why, why_len);
+    if (info)
+        fi_freeinfo(info);
+    return rc ? -ENODEV : 0;
+}
+
+/* One round: completions, queued posts, liveness. Returns how much happened. */
+static int poll_once(struct lite_transport *t)
+{
+    int n = lite_efa_cq_poll(t);
+    n += lite_efa_msg_flush(t);
+    n += lite_efa_rma_flush(t);
+    int64_t now = lite_now_ns();
+    if (now >= t->next_tick_ns) {
+        t->next_tick_ns = now + (int64_t)TICK_MS * 1000000;
+        lite_efa_peer_tick(t);
+    }
+    return n;
+}
+
+/* Sleep until a CQ has something or `ms` pass (bounded by the liveness tick). */
+static void wait_some(struct lite_transport *t, int ms)
+{
+    if (t->use_wait && t->epfd >= 0) {
+        bool ok = true;
+        for (uint32_t r = 0; r < t->nrails && ok; r++) {
+            struct fid *f = &t->rail[r].cq->fid;
+            ok = fi_trywait(t->rail[r].fabric, &f, 1) == 0;
+        }
+        if (ok) {
+            struct epoll_event ev[LITE_MAX_RAILS];
+            epoll_wait(t->epfd, ev, LITE_MAX_RAILS, ms < TICK_MS * 4 ? ms : TICK_MS * 4);
+        }
+        return;
+    }
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = POLL_SLEEP_NS};
+    nanosleep(&ts, NULL);
+}
+
+static int efa_progress(struct lite_transport *t, int timeout_ms)
+{
+    t->events = 0;
+    int n = poll_once(t);
+    if (n > 0 || t->events > 0 || timeout_ms == 0)
+        return n + t->events;
+    int64_t deadline = lite_deadline_ns(timeout_ms);
+    while (lite_now_ns() < deadline) {
+        wait_some(t, lite_ms_left(deadline, 1000));
+        n = poll_once(t);
+        if (n > 0 || t->events > 0)
+            return n + t->events;
+    }
+    return 0;
+}
+
+static void efa_close(struct lite_transport *t);
+
+/* Rails: distinct domains (NICs) when the provider lists several, else independent endpoints
+ * on the first one. */
+static struct fi_info *rail_info(struct fi_info *list, uint32_t i)
+{
+    struct fi_info *seen[LITE_MAX_RAILS];
+    uint32_t n = 0;
+    for (struct fi_info *f = list; f && n < LITE_MAX_RAILS; f = f->next) {
+        bool dup = false;
+        for (uint32_t k = 0; k < n && !dup; k++)
+            dup = !strcmp(seen[k]->domain_attr->name, f->domain_attr->name);
+        if (!dup)
+            seen[n++] = f;
+    }
+    return i < n ? seen[i] : list;
+}
+
+static int efa_open(const struct lite_transport_params *prm, struct lite_transport **out)
+{
+    struct lite_transport *t = calloc(1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    t->rank = prm->rank;
+    t->world = prm->world_size;
+    t->core = prm->core;
+    t->up = prm->up;
+    t->epfd = -1;
+    for (uint32_t i = 0; i < LITE_MAX_RAILS; i++)
+        t->rail[i].wait_fd = -1;
+    char why[384];
+    struct fi_info *info = NULL;
+    int rc = lite_efa_cfg_read(&t->cfg, why, sizeof(why));
+    if (!rc)
+        rc = lite_efa_getinfo(&t->cfg, prm->bind_host, &info, why, sizeof(why));
+    if (rc) {
+        LITE_ERROR("%s rank %d: %s", EFA_LOG, t->rank, why);
+        free(t);
+        return rc;
+    }
+    const char *prov = info->fabric_attr->prov_name;
+    t->mr_mode = info->domain_attr->mr_mode;
+    t->mr_local = (t->mr_mode & FI_MR_LOCAL) != 0;
+    t->virt_addr = (t->mr_mode & FI_MR_VIRT_ADDR) != 0;
+    t->prov_key = (t->mr_mode & FI_MR_PROV_KEY) != 0;
+    t->mr_endpoint = (t->mr_mode & FI_MR_ENDPOINT) != 0;
+    t->hmem = (info->caps & FI_HMEM) != 0;
+    t->inject_size = info->tx_attr->inject_size;
+    size_t cqd = info->domain_attr->cq_data_size;
+    /* The best path the provider allows, unless LITETX_EFA_IMM forces one (a forced path the
+     * provider cannot take falls back to the message). */
+    int want_imm = t->cfg.imm ? t->cfg.imm : cqd >= 8 ? IMM_CQDATA64 : IMM_CQDATA32;
+    if (want_imm == IMM_CQDATA64 && cqd >= 8)
+        t->imm_mode = IMM_CQDATA64;
+    else if (want_imm != IMM_MSG && cqd >= 4 && (info->caps & FI_SOURCE))
+        t->imm_mode = IMM_CQDATA32;
+    else
+        t->imm_mode = IMM_MSG;
+    /* shm signals its peers through shared memory, not through the CQ's file descriptor. */
+    t->pid_watch = !strcmp(prov, "shm");
+    t->use_wait = !t->cfg.no_wait_fd && !t->pid_watch;
+    t->sock_probe = lite_efa_sockaddr_format(info->addr_format);
+
+    rc = lite_efa_rail_open(t, 0, rail_info(info, 0));
+    uint32_t want = t->cfg.rails, max = 0;
+    if (!rc) {
+        max = lite_efa_blob_max_rails(t->rail[0].name_len);
+        if (max == 0)
+            rc = -ENOSPC;
+    }
+    if (!rc && want > max) {
+        LITE_WARN("%s rank %d: %u rails asked for, but only %u addresses of %zu bytes fit the "
+                  "%d-byte bootstrap blob; using %u",
+                  EFA_LOG, t->rank, want, max, t->rail[0].name_len, LITE_TRANSPORT_ADDR_MAX, max);
+        want = max;
+    }
+    t->nrails = rc ? 0 : 1;
+    for (uint32_t i = 1; !rc && i < want; i++) {
+        rc = lite_efa_rail_open(t, i, rail_info(info, i));
+        if (!rc)
+            t->nrails = i + 1;
+    }
+    t->peers = rc ? NULL : calloc((size_t)t->world, sizeof(*t->peers));
+    if (!rc && !t->peers)
+        rc = -ENOMEM;
+    for (int p = 0; !rc && p < t->world; p++)
+        t->peers[p].pidfd = t->peers[p].probe_fd = -1;
+    if (!rc)
+        rc = lite_efa_msg_init(t);
+    if (!rc && t->use_wait) {
+        t->epfd = epoll_create1(EPOLL_CLOEXEC);
+        for (uint32_t r = 0; r < t->nrails && t->epfd >= 0; r++) {
+            struct epoll_event ev = {.events = EPOLLIN, .data.u32 = r};
+            if (t->rail[r].wait_fd < 0 ||
+                epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->rail[r].wait_fd, &ev) != 0) {
+                t->use_wait = false;
+            }
+        }
+        if (t->epfd < 0)
+            t->use_wait = false;
+    }
+    if (!rc) {
+        static const char *const imm_names[] = {"", "remote CQ data (+ sender rank)",
+                                                "remote CQ data (+ FI_SOURCE)",
+                                                "a message after the write"};
+        LITE_INFO("%s rank %d: provider %s, %u rail(s), domain %s, mr_mode %#llx, cq_data %zu "
+                  "bytes, immediate as %s, inject %zu, %u eager buffers of %zu bytes, %s",
+                  EFA_LOG, t->rank, prov, t->nrails, info->domain_attr->name,
+                  (unsigned long long)t->mr_mode, cqd, imm_names[t->imm_mode], t->inject_size,
+                  t->nrx, t->rx_size, t->use_wait ? "sleeps on CQ fds" : "polls");
+    }
+    fi_freeinfo(info);
+    if (rc) {
+        LITE_ERROR("%s rank %d: open failed: %s", EFA_LOG, t->rank, lite_strerror(rc));
+        efa_close(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+static int efa_addr_get(struct lite_transport *t, void *blob, size_t *len)
+{
+    const void *names[LITE_MAX_RAILS];
+    size_t lens[LITE_MAX_RAILS];
+    for (uint32_t i = 0; i < t->nrails; i++) {
+        names[i] = t->rail[i].name;
+        lens[i] = t->rail[i].name_len;
+    }
+    return lite_efa_blob_pack(blob, *len, len, (uint32_t)getpid(), t->nrails, names, lens);
+}
+
+/* Progress until every peer's n-th HELLO is in (and, with `sent`, ours have all completed:
+ * a large one completes only when the peer has pulled it, which needs our progress), or the
+ * deadline. */
+static int wait_hellos(struct lite_transport *t, uint8_t n, bool sent, int64_t deadline, char *why,
+                       size_t why_len)
+{
+    for (;;) {
+        int missing = -1, nmissing = 0;
+        for (int p = 0; p < t->world; p++) {
+            struct efa_peer *pe = &t->peers[p];
+            if (p != t->rank && (pe->hellos < n || (sent && (pe->txq || pe->inflight)))) {
+                nmissing++;
+                missing = missing < 0 ? p : missing;
+            }
+        }
+        if (!nmissing)
+            return 0;
+        if (t->peers[missing].dead) {
+            lite_fmt(why, why_len, "efa rank %d: rank %d failed while connecting", t->rank,
+                     missing);
+            return -LITE_ERR_PEER_LOST;
+        }
+        if (lite_now_ns() >= deadline) {
+            lite_fmt(why, why_len,
+                     "efa rank %d: %d rank(s) did not answer in time (first: rank %d)", t->rank,
+                     nmissing, missing);
+            return -ETIMEDOUT;
+        }
+        int rc = efa_progress(t, lite_ms_left(deadline, 10));
+        if (rc < 0)
+            return rc;
+    }
+}
+
+static int efa_connect_all(struct lite_transport *t, const void *const *blobs, const size_t *lens,
+                           int64_t deadline, char *why, size_t why_len)
+{
+    for (int p = 0; p < t->world; p++) {
+        struct lite_efa_blob b;
+        if (lite_efa_blob_unpack(blobs[p], lens[p], &b) != 0) {
+            lite_fmt(why, why_len, "efa rank %d: the address of rank %d is malformed (%zu bytes)",
+                     t->rank, p, lens[p]);
+            return -LITE_ERR_PROTOCOL;
+        }
+        uint32_t n = b.nrails < t->nrails ? b.nrails : t->nrails;
+        for (uint32_t i = 0; i < n; i++) {
+            int rc = lite_efa_rail_av(t, i, b.name[i], p);
+            if (rc) {
+                lite_fmt(why, why_len, "efa rank %d: cannot add rank %d's rail %u address", t->rank,
+                         p, i);
+                return rc;
+            }
+        }
+        if (p != t->rank)
+            lite_efa_peer_init(t, p, &b);
+    }
+    t->av_is_rank = true;
+    for (uint32_t i = 0; i < t->nrails; i++)
+        for (int p = 0; p < t->world; p++)
+            if (t->rail[i].addr[p] != (fi_addr_t)p && t->rail[i].addr[p] != FI_ADDR_NOTAVAIL)
+                t->av_is_rank = false;
+    /* A HELLO each way proves the pair works and makes tcp;ofi_rxm connect now. */
+    for (int p = t->rank + 1; p < t->world; p++) {
+        t->peers[p].hello_sent = true;
+        int rc = lite_efa_ctl_send(t, p, LITE_EFA_T_HELLO, 0, NULL, 0);
+        if (rc) {
+            lite_fmt(why, why_len, "efa rank %d: cannot send to rank %d: %s", t->rank, p,
+                     lite_strerror(rc));
+            return rc;
+        }
+    }
+    int rc = wait_hellos(t, 1, false, deadline, why, why_len);
+    if (rc)
+        return rc;
+    /* A second HELLO carries a full eager payload, so that providers allocate their pools for
+     * large eager messages (tcp;ofi_rxm: ~32 MiB for its rendezvous path, once) during init
+     * rather than in the middle of traffic. */
+    uint8_t *warm = calloc(1, t->cfg.eager_max);
+    if (!warm)
+        return -ENOMEM;
+    for (int p = 0; p < t->world && !rc; p++)
+        if (p != t->rank)
+            rc = lite_efa_ctl_send(t, p, LITE_EFA_T_HELLO, 0, warm, t->cfg.eager_max);
+    free(warm);
+    if (rc) {
+        lite_fmt(why, why_len, "efa rank %d: warm-up send failed: %s", t->rank, lite_strerror(rc));
+        return rc;
+    }
+    return wait_hellos(t, 2, true, deadline, why, why_len);
+}
+
+/* Peers whose BYE (or loss) we have and to whom nothing of ours is still on its way. */
+static bool close_settled(struct lite_transport *t)
+{
+    for (int p = 0; p < t->world; p++) {
+        struct efa_peer *pe = &t->peers[p];
+        if (p == t->rank || pe->dead || !pe->hellos)
+            continue;
+        if (!pe->bye_rcvd || pe->txq || pe->inflight)
+            return false;
+    }
+    return true;
+}
+
+static void efa_close(struct lite_transport *t)
+{
+    if (!t)
+        return;
+    t->closing = true;
+    if (t->peers && t->nrails) {
+        /* Orderly end: a BYE each way, after everything already posted, so neither side closes
+         * its endpoint while the other still has something on its way to it. */
+        for (int p = 0; p < t->world; p++)
+            if (p != t->rank && !t->peers[p].dead && t->peers[p].hellos)
+                lite_efa_ctl_send(t, p, LITE_EFA_T_BYE, 0, NULL, 0);
+        int64_t deadline = lite_deadline_ns(CLOSE_DRAIN_MS);
+        while (!close_settled(t) && lite_now_ns() < deadline)
+            efa_progress(t, 1);
+        for (int p = 0; p < t->world; p++)
+            if (p != t->rank)
+                lite_efa_peer_fail(t, p, -LITE_ERR_CANCELLED, "transport closed");
+    }
+    /* Endpoints first; then nothing the provider held can complete any more. */
+    for (uint32_t r = 0; r < t->nrails; r++)
+        if (t->rail[r].ep) {
+            fi_close(&t->rail[r].ep->fid);
+            t->rail[r].ep = NULL;
+        }
+    lite_efa_qcache_fini(t);
+    lite_efa_msg_fini(t);
+    lite_efa_mr_fini(t);
+    for (int p = 0; t->peers && p < t->world; p++)
+        lite_efa_peer_fini(t, p);
+    for (uint32_t r = 0; r < LITE_MAX_RAILS; r++)
+        if (t->rail[r].fabric || t->rail[r].info)
+            lite_efa_rail_close(&t->rail[r]);
+    if (t->epfd >= 0)
+        close(t->epfd);
+    free(t->peers);
+    free(t);
+}
+
+static int efa_mr_reg(struct lite_transport *t, const struct lite_tp_mr *mr,
+                      struct lite_tp_mr_keys *keys)
+{
+    return lite_efa_mr_reg(t, mr, keys);
+}
+
+static int efa_mr_dereg(struct lite_transport *t, void *handle)
+{
+    return lite_efa_mr_dereg(t, handle);
+}
+
+static int efa_msg_send(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
+                        const void *payload, void *op)
+{
+    return lite_efa_msg_send(t, peer, hdr, payload, op);
+}
+
+static int efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, void *op)
+{
+    return lite_efa_rma_post(t, r, op);
+}
+
+const struct lite_transport_ops lite_efa_ops = {
+    .size = sizeof(struct lite_transport_ops),
+    .abi_version = LITE_TRANSPORT_ABI_VERSION,
+    .name = "efa",
+    .caps = LITE_CAP_WRITE | LITE_CAP_WRITE_IMM | LITE_CAP_READ | LITE_CAP_MULTI_RAIL
+#ifdef LITE_EFA_CUDA
+            | LITE_CAP_DEVICE_MEM
+#endif
+    ,
+    .probe = efa_probe,
+    .open = efa_open,
+    .close = efa_close,
+    .addr_get = efa_addr_get,
+    .connect_all = efa_connect_all,
+    .msg_send = efa_msg_send,
+    .progress = efa_progress,
+    .mr_reg = efa_mr_reg,
+    .mr_dereg = efa_mr_dereg,
+    .rma_post = efa_rma_post,
+};

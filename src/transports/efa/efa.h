@@ -1,0 +1,351 @@
+/*
+ * efa.h - internal declarations of the EFA backend (libfabric FI_EP_RDM), shared by its files:
+ *
+ *   efa.c       the ops table: probe, open/close, address blob, connect_all, progress
+ *   efa_cfg.c   environment, provider lookup (fi_getinfo hints), probe
+ *   efa_rail.c  one fabric/domain/endpoint/CQ/AV per rail
+ *   efa_mr.c    memory registration honouring the provider's mr_mode bits, FI_HMEM_CUDA
+ *   efa_msg.c   messages: eager receive pool, send slots, ordering, large payloads, control
+ *   efa_rma.c   one-sided ops: remote key confirmation, striping over rails, immediates
+ *   efa_cq.c    completion queues, error completions, the fi-error -> lite-code translation
+ *   efa_peer.c  peer liveness (keepalive, probes, pidfd) and failure handling
+ */
+#ifndef LITE_EFA_H
+#define LITE_EFA_H
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <sys/socket.h>
+
+#include "efa_plan.h"
+#include "lite_int.h"
+
+#define EFA_LOG "efa"
+
+/* ---- configuration (efa_cfg.c) ---- */
+
+struct efa_cfg {
+    char provider[64];   /* as fi_getinfo wants it, e.g. "tcp;ofi_rxm" */
+    uint32_t rails;      /* rails asked for (LITETX_EFA_RAILS) */
+    size_t eager_max;    /* largest payload sent inline in an eager buffer */
+    uint32_t credits;    /* eager buffers to pre-post per peer (the core's credits) */
+    uint64_t stripe_min; /* writes of at least 2x this are striped over the rails */
+    int keepalive_ms;    /* 0 = off */
+    int peer_timeout_ms; /* posts stuck this long, with no other liveness evidence: lost */
+    int imm;             /* 0 = the best the provider offers, else a forced enum efa_imm_mode */
+    bool no_wait_fd;     /* never sleep on CQ file descriptors; poll with short sleeps */
+    bool hmem;           /* ask for FI_HMEM (device memory); costs host-memory speed on shm */
+};
+
+int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len);
+/* The hints every lookup uses (caller frees with fi_freeinfo). */
+struct fi_info *lite_efa_hints(const struct efa_cfg *cfg, bool order_saw, bool want_hmem,
+                               bool want_source);
+/* fi_getinfo for the configured provider; node = bind address for socket-addressed providers. */
+int lite_efa_getinfo(const struct efa_cfg *cfg, const char *bind_host, struct fi_info **out,
+                     char *why, size_t why_len);
+/* Is this provider's address a socket address (tcp, sockets)? Then a connect() probes it. */
+bool lite_efa_sockaddr_format(uint32_t addr_format);
+
+/* ---- contexts ---- */
+
+/* Every operation handed to libfabric carries one of these first, so a completion's
+ * op_context leads back to it (FI_CONTEXT/FI_CONTEXT2 providers keep their state in `fi`). */
+enum efa_ctx_kind {
+    CTX_RX = 1,    /* eager receive buffer */
+    CTX_TX = 2,    /* a message (header + inline payload) */
+    CTX_TXBIG = 3, /* the tagged payload of a BIG message */
+    CTX_BIGRX = 4, /* tagged receive of a BIG payload */
+    CTX_PIECE = 5, /* one stripe of a one-sided op */
+};
+
+struct efa_ctx {
+    struct fi_context2 fi;
+    uint8_t kind;
+};
+
+/* ---- rails (efa_rail.c) ---- */
+
+struct efa_rail {
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    struct fid_ep *ep;
+    int wait_fd; /* -1: this CQ cannot be slept on */
+    uint8_t name[256];
+    size_t name_len;
+    fi_addr_t *addr; /* by rank */
+};
+
+/* ---- memory registration (efa_mr.c) ---- */
+
+struct efa_mr {
+    struct efa_mr *hnext; /* table by core key */
+    uint64_t core_key;
+    void *addr;
+    size_t len;
+    unsigned access; /* LITE_TP_ACCESS_* */
+    int kind;        /* enum lite_mem_kind */
+    uint32_t nrails;
+    struct fid_mr *mr[LITE_MAX_RAILS];
+    void *desc[LITE_MAX_RAILS];
+    uint64_t rkey[LITE_MAX_RAILS];
+    uint8_t *told; /* bitmap by rank: peers that were sent this region's keys */
+};
+
+#define EFA_MR_BUCKETS 256
+
+/* ---- messages (efa_msg.c) ---- */
+
+struct efa_rxbuf {
+    struct efa_ctx c;
+    struct efa_rxbuf *next; /* held (out of order) list, or the repost retry list */
+    uint8_t *buf;
+    size_t got;
+    struct lite_efa_hdr h;
+};
+
+struct efa_tx {
+    struct efa_ctx c;
+    struct efa_ctx big_c;         /* CTX_TXBIG: the tagged payload's completion */
+    struct efa_tx *next;          /* peer queue (not yet posted) or free list */
+    struct efa_tx *inext, *iprev; /* peer's in-flight list */
+    void *op;                     /* the core's op; NULL for internal messages */
+    int peer;
+    uint8_t type;
+    uint8_t parts; /* completions still due */
+    int status;    /* first error of its parts */
+    bool hdr_posted;
+    bool big_posted;
+    bool orphan; /* the peer failed: the core was told; only the provider owes us */
+    bool inflight;
+    uint8_t *buf; /* slot: header + inline payload */
+    void *desc;   /* slot memory descriptor (FI_MR_LOCAL) */
+    size_t len;
+    const void *big; /* BIG: payload, sent tagged */
+    uint64_t big_len, big_tag;
+    struct fid_mr *big_mr; /* BIG payload registered on the fly (FI_MR_LOCAL) */
+};
+
+struct efa_bigrx {
+    struct efa_ctx c;
+    int peer;
+    void *token;
+    void *dst;
+    uint64_t len, tag;
+    void *desc;
+    struct fid_mr *mr;
+    bool posted;
+    bool discard;
+    bool orphan;
+    uint8_t scratch[8]; /* discard target: the provider truncates into it */
+};
+
+/* ---- one-sided (efa_rma.c) ---- */
+
+enum { RMA_WAIT_KEY = 1, RMA_DATA = 2, RMA_WAIT_ACK = 3 };
+
+struct efa_rma;
+struct efa_piece {
+    struct efa_ctx c;
+    struct efa_rma *parent;
+    struct efa_piece *next_retry;
+    uint64_t off, len;
+    void *desc;
+    uint32_t rail;
+    bool posted;
+};
+
+struct efa_rma {
+    struct efa_rma *next, *prev; /* peer's list of unfinished ops */
+    struct efa_rma *next_parked; /* waiting for the key's confirmation */
+    void *op;
+    int peer;
+    int status;
+    uint8_t stage;
+    bool orphan;
+    bool imm_after; /* send the immediate as a message once the data is in place */
+    struct lite_tp_rma r;
+    uint64_t raddr; /* target address of byte 0 as the provider wants it */
+    uint64_t rkey[LITE_MAX_RAILS];
+    uint32_t npieces, left;
+    uint32_t ack_id;
+    struct efa_piece piece[LITE_MAX_RAILS];
+    struct fid_mr *fly[LITE_MAX_RAILS]; /* local buffer registered on the fly (FI_MR_LOCAL) */
+};
+
+/* What a target confirmed about one of its regions (initiator side cache). */
+enum { QENT_PENDING = 1, QENT_VALID = 2 };
+struct efa_qent {
+    struct efa_qent *next;
+    uint64_t key;
+    uint8_t state;
+    uint64_t base, len;
+    uint32_t access, nrails;
+    uint64_t rkey[LITE_MAX_RAILS];
+    struct efa_rma *parked, *parked_tail;
+};
+#define EFA_QBUCKETS 64
+
+/* ---- peers ---- */
+
+struct efa_peer {
+    bool dead;      /* the pair is broken: nothing more is posted */
+    bool lost;      /* the core was told the peer is gone (dead, or it said BYE) */
+    uint8_t hellos; /* HELLOs received (connect_all: 1 = connected, 2 = warmed up) */
+    bool hello_sent;
+    bool bye_rcvd;
+    int64_t probe_started;
+    uint32_t nrails; /* rails usable with this peer: min(ours, theirs) */
+    uint32_t tx_seq, rx_seq;
+    struct efa_tx *txq, *txq_tail; /* messages not yet posted, in order */
+    struct efa_tx *inflight;       /* posted, completion due */
+    struct efa_rxbuf *held;        /* arrived ahead of their turn, sorted by seq */
+    struct efa_bigrx *bigrx;       /* a BIG payload being received: later messages wait */
+    struct efa_rma *rma;           /* unfinished one-sided ops */
+    struct efa_qent *qcache[EFA_QBUCKETS];
+    uint32_t next_ack_id;
+    /* liveness (efa_peer.c) */
+    int64_t last_tx_ns;
+    bool ka_out;
+    int64_t stuck_since;
+    int64_t next_probe_ns;
+    int probe_fd;
+    int pidfd;
+    uint32_t pid;
+    struct sockaddr_storage sa;
+    socklen_t salen;
+};
+
+/* ---- the instance ---- */
+
+enum efa_imm_mode {
+    IMM_CQDATA64 = 1, /* CQ data = imm | (rank + 1) << 32 */
+    IMM_CQDATA32 = 2, /* CQ data = imm; the sender from FI_SOURCE (fi_cq_readfrom) */
+    IMM_MSG = 3,      /* no usable remote CQ data: write, then an IMM message */
+};
+
+struct efa_txchunk {
+    struct efa_txchunk *next;
+    uint8_t *mem;
+    struct efa_mr *mr;
+    struct efa_tx *slots;
+};
+
+struct lite_transport {
+    int rank, world;
+    struct lite_core *core;
+    const struct lite_core_upcalls *up;
+    struct efa_cfg cfg;
+    uint32_t nrails;
+    struct efa_rail rail[LITE_MAX_RAILS];
+    uint64_t mr_mode;
+    size_t inject_size;
+    bool mr_local;  /* FI_MR_LOCAL: local buffers need a descriptor */
+    bool virt_addr; /* FI_MR_VIRT_ADDR: remote addresses are virtual, else region offsets */
+    bool prov_key;  /* FI_MR_PROV_KEY */
+    bool mr_endpoint;
+    bool hmem; /* the provider registers device memory */
+    int imm_mode;
+    bool use_wait;   /* sleep on the CQs' wait fds */
+    bool sock_probe; /* peers' rail-0 names are socket addresses: connect() tells if alive */
+    bool pid_watch;  /* shared memory: every peer is on this host; watch its pid */
+    uint64_t next_key;
+    struct efa_peer *peers;
+    /* eager receive pool (rail 0) */
+    uint8_t *rx_mem;
+    struct efa_mr *rx_mr;
+    struct efa_rxbuf *rxbufs;
+    uint32_t nrx;
+    size_t rx_size;
+    struct efa_rxbuf *rx_retry; /* buffers to repost after -FI_EAGAIN */
+    /* send slots */
+    struct efa_tx *tx_free;
+    struct efa_txchunk *chunks;
+    size_t tx_size;
+    /* stripes to post after -FI_EAGAIN */
+    struct efa_piece *piece_retry, *piece_retry_tail;
+    /* one-sided ops finished inside rma_post, reported from the next progress */
+    struct efa_rma *rma_later;
+    bool av_is_rank; /* fi_addr == rank on every rail (FI_AV_TABLE in rank order) */
+    /* registered regions by core key */
+    struct efa_mr *mrtab[EFA_MR_BUCKETS];
+    uint32_t rma_rr;    /* rail of the next unstriped op */
+    bool flush_pending; /* a post met -FI_EAGAIN: some peer's queue waits */
+    bool closing;
+    int64_t next_tick_ns;
+    int epfd;
+    int events; /* upcalls made during this progress call */
+};
+
+/* efa_rail.c */
+int lite_efa_rail_open(struct lite_transport *t, uint32_t i, struct fi_info *info);
+void lite_efa_rail_close(struct efa_rail *r);
+int lite_efa_rail_av(struct lite_transport *t, uint32_t i, const void *name, int rank);
+
+/* efa_mr.c */
+/* Register on rails [0, nrails); core_key 0 = an internal region (not in the key table). */
+int lite_efa_mr_make(struct lite_transport *t, void *addr, size_t len, int kind, unsigned access,
+                     uint64_t core_key, uint32_t nrails, struct efa_mr **out);
+void lite_efa_mr_free(struct lite_transport *t, struct efa_mr *m);
+struct efa_mr *lite_efa_mr_find(struct lite_transport *t, uint64_t core_key);
+/* Register a local buffer on one rail for one op (FI_MR_LOCAL providers); *desc for the op. */
+int lite_efa_mr_fly(struct lite_transport *t, uint32_t rail, const void *addr, size_t len,
+                    uint64_t access, struct fid_mr **mr, void **desc);
+int lite_efa_mr_reg(struct lite_transport *t, const struct lite_tp_mr *mr,
+                    struct lite_tp_mr_keys *keys);
+int lite_efa_mr_dereg(struct lite_transport *t, void *handle);
+void lite_efa_mr_fini(struct lite_transport *t);
+
+/* efa_msg.c */
+int lite_efa_msg_init(struct lite_transport *t);
+void lite_efa_msg_fini(struct lite_transport *t);
+int lite_efa_msg_send(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
+                      const void *payload, void *op);
+/* An internal message (HELLO, BYE, QUERY, ...) with a small payload copied at once. */
+int lite_efa_ctl_send(struct lite_transport *t, int peer, uint8_t type, uint64_t tag,
+                      const void *payload, size_t len);
+/* Post what waits in the peers' queues and the repost list. Returns posts made. */
+int lite_efa_msg_flush(struct lite_transport *t);
+void lite_efa_rx_done(struct lite_transport *t, struct efa_rxbuf *b, size_t len);
+void lite_efa_tx_done(struct lite_transport *t, struct efa_tx *x, bool big_part, int status);
+void lite_efa_bigrx_done(struct lite_transport *t, struct efa_bigrx *b, int status);
+void lite_efa_rx_repost(struct lite_transport *t, struct efa_rxbuf *b);
+/* Fail what the peer owes on the message side (efa_peer.c calls it). */
+void lite_efa_msg_peer_failed(struct lite_transport *t, int peer, int code);
+
+/* efa_rma.c */
+int lite_efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, void *op);
+void lite_efa_piece_done(struct lite_transport *t, struct efa_piece *p, int status);
+int lite_efa_rma_flush(struct lite_transport *t);
+/* Control messages of the key protocol and the immediate fallback. */
+void lite_efa_rma_ctl(struct lite_transport *t, int peer, const struct lite_efa_hdr *h,
+                      const uint8_t *payload, size_t len);
+void lite_efa_rma_peer_failed(struct lite_transport *t, int peer, int code);
+void lite_efa_qcache_fini(struct lite_transport *t);
+
+/* efa_cq.c */
+/* THE translation point from libfabric codes (positive FI_E* or negative) to lite codes. */
+int lite_efa_err(int fi_code);
+/* Does this error mean the peer cannot be reached any more? */
+bool lite_efa_err_is_conn(int fi_code);
+int lite_efa_cq_poll(struct lite_transport *t);
+
+/* efa_peer.c */
+void lite_efa_peer_init(struct lite_transport *t, int peer, const struct lite_efa_blob *b);
+void lite_efa_peer_fini(struct lite_transport *t, int peer);
+/* The peer is unusable: complete what it owes with `code` and tell the core once. */
+void lite_efa_peer_fail(struct lite_transport *t, int peer, int code, const char *why);
+/* A post to `peer` returned -FI_EAGAIN (stuck) or went through (!stuck). */
+void lite_efa_peer_stuck(struct lite_transport *t, int peer, bool stuck);
+/* Keepalives, probes and pid watching; run every few milliseconds from progress. */
+void lite_efa_peer_tick(struct lite_transport *t);
+
+#endif /* LITE_EFA_H */

@@ -1,0 +1,218 @@
+/*
+ * efa_cfg.c - the EFA backend's settings (environment) and the provider lookup: the fi_getinfo
+ * hints that say what the backend needs (RDM endpoints, messages, tagged messages, RMA with
+ * remote CQ data, send-after-send order) and what it copes with (every mr_mode bit below, the
+ * FI_CONTEXT/FI_CONTEXT2 modes).
+ */
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "efa.h"
+
+#define DEFAULT_PROVIDER "efa"
+#define DEFAULT_EAGER    (64 * 1024)
+#define DEFAULT_STRIPE   (256 * 1024)
+
+static int env_u64(const char *name, uint64_t def, uint64_t lo, uint64_t hi, uint64_t *out,
+                   char *why, size_t why_len)
+{
+    const char *v = getenv(name);
+    *out = def;
+    if (!v || !*v)
+        return 0;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*end || v[0] == '-' || x < lo || x > hi) {
+        lite_fmt(why, why_len, "%s=\"%s\": must be an integer in [%llu, %llu]", name, v,
+                 (unsigned long long)lo, (unsigned long long)hi);
+        return -LITE_ERR_CONFIG;
+    }
+    *out = x;
+    return 0;
+}
+
+static int provider_from_env(struct efa_cfg *cfg, char *why, size_t why_len)
+{
+    const char *v = getenv("LITETX_EFA_PROVIDER");
+    if (!v || !*v)
+        v = DEFAULT_PROVIDER;
+    if (lite_efa_provider_name(v, cfg->provider, sizeof(cfg->provider)) != 0) {
+        lite_fmt(why, why_len, "LITETX_EFA_PROVIDER=\"%s\": not a libfabric provider name", v);
+        return -LITE_ERR_CONFIG;
+    }
+    return 0;
+}
+
+/* LITETX_EFA_IMM: how the immediate travels. auto = the best the provider offers; cq64 / cq32 /
+ * msg force a path (cq32 is for providers with 4 bytes of CQ data; forcing it tests it). */
+static int imm_from_env(struct efa_cfg *cfg, char *why, size_t why_len)
+{
+    static const char *const names[] = {"auto", "cq64", "cq32", "msg"};
+    const char *v = getenv("LITETX_EFA_IMM");
+    cfg->imm = 0;
+    if (!v || !*v)
+        return 0;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(v, names[i])) {
+            cfg->imm = i;
+            return 0;
+        }
+    lite_fmt(why, why_len, "LITETX_EFA_IMM=\"%s\": must be auto, cq64, cq32 or msg", v);
+    return -LITE_ERR_CONFIG;
+}
+
+int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    int rc = provider_from_env(cfg, why, why_len);
+    uint64_t rails, eager, credits, rndv, stripe, ka, pto, poll, hmem;
+    /* The core sends eagerly below its rendezvous threshold; buffers need not be larger. */
+    if (!rc)
+        rc = env_u64("LITETX_RNDV_THRESHOLD", DEFAULT_EAGER, 64, 1ull << 30, &rndv, why, why_len);
+    if (!rc)
+        rc = env_u64("LITETX_EFA_RAILS", 1, 1, LITE_MAX_RAILS, &rails, why, why_len);
+    if (!rc)
+        rc = env_u64("LITETX_EFA_EAGER_MAX", rndv < DEFAULT_EAGER ? rndv : DEFAULT_EAGER, 64,
+                     1u << 20, &eager, why, why_len);
+    if (!rc)
+        rc = env_u64("LITETX_CREDITS", 64, 2, 65535, &credits, why, why_len);
+    if (!rc)
+        rc = env_u64("LITETX_EFA_STRIPE_MIN", DEFAULT_STRIPE, 4096, 1ull << 40, &stripe, why,
+                     why_len);
+    if (!rc)
+        rc = env_u64("LITETX_EFA_KEEPALIVE_MS", 1000, 0, 3600000, &ka, why, why_len);
+    if (!rc)
+        rc = env_u64("LITETX_EFA_PEER_TIMEOUT_MS", 30000, 100, 86400000, &pto, why, why_len);
+    if (!rc)
+        rc = imm_from_env(cfg, why, why_len);
+    if (!rc)
+        rc = env_u64("LITETX_EFA_POLL", 0, 0, 1, &poll, why, why_len);
+    /* Device memory by default only where GPUs are the point (the efa provider): shm's FI_HMEM
+     * variant gives up its fast host-memory paths (inject, CMA). */
+    if (!rc)
+        rc = env_u64("LITETX_EFA_HMEM", strcmp(cfg->provider, "efa") == 0, 0, 1, &hmem, why,
+                     why_len);
+    if (rc)
+        return rc;
+    cfg->rails = (uint32_t)rails;
+    cfg->eager_max = (size_t)eager;
+    cfg->credits = (uint32_t)credits;
+    cfg->stripe_min = stripe;
+    cfg->keepalive_ms = (int)ka;
+    cfg->peer_timeout_ms = (int)pto;
+    cfg->no_wait_fd = poll != 0;
+    cfg->hmem = hmem != 0;
+    return 0;
+}
+
+struct fi_info *lite_efa_hints(const struct efa_cfg *cfg, bool order_saw, bool want_hmem,
+                               bool want_source)
+{
+    struct fi_info *h = fi_allocinfo();
+    if (!h)
+        return NULL;
+    h->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV |
+              FI_REMOTE_READ | FI_REMOTE_WRITE;
+    if (want_hmem)
+        h->caps |= FI_HMEM;
+    if (want_source)
+        h->caps |= FI_SOURCE;
+    /* Every op context starts with a struct fi_context2. */
+    h->mode = FI_CONTEXT | FI_CONTEXT2;
+    h->ep_attr->type = FI_EP_RDM;
+    /* Messages to a peer must be delivered in posting order (the sequence numbers in the header
+     * only restore completion order). FI_ORDER_SAW also turns off shm's "fast RMA" path, which
+     * writes into the peer with process_vm_writev without checking the key. */
+    uint64_t order = FI_ORDER_SAS | (order_saw ? FI_ORDER_SAW : 0);
+    h->tx_attr->msg_order = order;
+    h->rx_attr->msg_order = order;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+                              FI_MR_ENDPOINT | (want_hmem ? FI_MR_HMEM : 0);
+    h->domain_attr->threading = FI_THREAD_DOMAIN;
+    h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+    h->domain_attr->av_type = FI_AV_TABLE;
+    h->fabric_attr->prov_name = strdup(cfg->provider);
+    if (!h->fabric_attr->prov_name) {
+        fi_freeinfo(h);
+        return NULL;
+    }
+    return h;
+}
+
+bool lite_efa_sockaddr_format(uint32_t f)
+{
+    return f == FI_SOCKADDR || f == FI_SOCKADDR_IN || f == FI_SOCKADDR_IN6;
+}
+
+/* One lookup with the given hint variant; node != NULL binds a socket-addressed provider. */
+static int lookup(const struct efa_cfg *cfg, const char *node, bool saw, bool hmem, bool source,
+                  struct fi_info **out)
+{
+    struct fi_info *hints = lite_efa_hints(cfg, saw, hmem, source);
+    if (!hints)
+        return -FI_ENOMEM;
+    int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node, NULL,
+                        node ? FI_SOURCE : 0, hints, out);
+    fi_freeinfo(hints);
+    return rc;
+}
+
+int lite_efa_getinfo(const struct efa_cfg *cfg, const char *bind_host, struct fi_info **out,
+                     char *why, size_t why_len)
+{
+#ifdef LITE_EFA_CUDA
+    const bool try_hmem = cfg->hmem;
+#else
+    const bool try_hmem = false;
+#endif
+    /* Most wanted first: device memory, then without; send-after-write order, then without. */
+    static const bool variants[4][2] = {{true, true}, {true, false}, {false, true}, {false, false}};
+    struct fi_info *info = NULL;
+    int rc = -FI_ENODATA;
+    bool saw = false, hmem = false;
+    for (int i = 0; i < 4 && rc; i++) {
+        saw = variants[i][0];
+        hmem = variants[i][1];
+        if (hmem && !try_hmem)
+            continue;
+        rc = lookup(cfg, NULL, saw, hmem, false, &info);
+    }
+    if (rc) {
+        lite_fmt(why, why_len,
+                 "libfabric has no '%s' provider with RDM endpoints, tagged messages and RMA "
+                 "(fi_getinfo: %s; `fi_info -l` lists providers, LITETX_EFA_PROVIDER picks one)",
+                 cfg->provider, fi_strerror(-rc));
+        return -ENODEV;
+    }
+    /* Two bytes of CQ data cannot carry an immediate, four cannot carry the sender too: then
+     * ask for FI_SOURCE so the target learns who wrote. */
+    size_t cqd = info->domain_attr->cq_data_size;
+    if (cqd >= 4 && (cqd < 8 || cfg->imm == IMM_CQDATA32)) {
+        struct fi_info *src = NULL;
+        if (lookup(cfg, NULL, saw, hmem, true, &src) == 0) {
+            fi_freeinfo(info);
+            info = src;
+        }
+    }
+    /* Socket-addressed providers: bind to the interface that reaches the root. */
+    if (bind_host && *bind_host && lite_efa_sockaddr_format(info->addr_format)) {
+        struct fi_info *bound = NULL;
+        bool source = (info->caps & FI_SOURCE) != 0;
+        if (lookup(cfg, bind_host, saw, hmem, source, &bound) == 0) {
+            fi_freeinfo(info);
+            info = bound;
+        } else {
+            LITE_WARN("%s: provider %s cannot bind %s; using its first interface", EFA_LOG,
+                      cfg->provider, bind_host);
+        }
+    }
+    if (info->domain_attr->mr_key_size > 8) {
+        lite_fmt(why, why_len, "provider %s uses %zu-byte memory keys; at most 8 are supported",
+                 cfg->provider, info->domain_attr->mr_key_size);
+        fi_freeinfo(info);
+        return -ENOTSUP;
+    }
+    *out = info;
+    return 0;
+}

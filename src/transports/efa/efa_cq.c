@@ -1,0 +1,213 @@
+/*
+ * efa_cq.c - completion queues: read every rail's CQ (FI_CQ_FORMAT_DATA), hand each completion
+ * to its op by the context's kind, turn remote CQ data into the core's imm_arrived, and turn
+ * error completions (fi_cq_readerr) into the core's typed errors. lite_efa_err() is the one place
+ * where libfabric's codes become liblitetx's.
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "efa.h"
+
+#define CQ_BATCH  16
+#define CQ_ROUNDS 8 /* batches per rail per poll: progress returns even under a flood */
+
+int lite_efa_err(int fi_code)
+{
+    int c = fi_code < 0 ? -fi_code : fi_code;
+    if (c == 0)
+        return 0;
+    if (lite_efa_err_is_conn(c))
+        return -LITE_ERR_PEER_LOST;
+    switch (c) {
+    case FI_EAGAIN:
+        return -EAGAIN;
+    case FI_ENOMEM:
+        return -ENOMEM;
+    case FI_ECANCELED:
+        return -LITE_ERR_CANCELLED;
+    case FI_ETIMEDOUT:
+        return -ETIMEDOUT;
+    case FI_ETRUNC:
+    case FI_ETOOSMALL:
+        return -LITE_ERR_TRUNCATED;
+    case FI_EKEYREJECTED:
+    case FI_ENOKEY:
+        return -LITE_ERR_REMOTE_KEY;
+    case FI_EACCES:
+    case FI_EPERM:
+        return -LITE_ERR_REMOTE_ACCESS;
+    case FI_ENOSYS:
+    case FI_EOPNOTSUPP:
+        return -ENOSYS;
+    case FI_ENODATA:
+        return -ENODEV;
+    case FI_EINVAL:
+    case FI_EBADFLAGS:
+        return -EINVAL;
+    case FI_EIO:
+    case FI_EREMOTEIO:
+        /* The provider says the remote side failed the op (EFA: unreachable or refusing). */
+        return -LITE_ERR_REMOTE;
+    default:
+        return c < FI_ERRNO_OFFSET ? -c : -LITE_ERR_REMOTE;
+    }
+}
+
+bool lite_efa_err_is_conn(int fi_code)
+{
+    int c = fi_code < 0 ? -fi_code : fi_code;
+    switch (c) {
+    case FI_ECONNREFUSED:
+    case FI_ECONNRESET:
+    case FI_ECONNABORTED:
+    case FI_ENOTCONN:
+    case FI_EHOSTUNREACH:
+    case FI_ENETUNREACH:
+    case FI_ENETDOWN:
+    case EPIPE: /* libfabric has no FI_EPIPE; its codes below 256 are errno values */
+    case FI_EHOSTDOWN:
+    case FI_ESHUTDOWN:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The rank behind a source address (FI_SOURCE), or -1. */
+static int rank_of(struct lite_transport *t, uint32_t rail, fi_addr_t a)
+{
+    if (a == FI_ADDR_NOTAVAIL)
+        return -1;
+    if (t->av_is_rank)
+        return a < (fi_addr_t)t->world ? (int)a : -1;
+    for (int p = 0; p < t->world; p++)
+        if (t->rail[rail].addr[p] == a)
+            return p;
+    return -1;
+}
+
+static void on_imm(struct lite_transport *t, uint32_t rail, uint64_t data, fi_addr_t src)
+{
+    int peer = -1;
+    if (t->imm_mode == IMM_CQDATA64) {
+        uint64_t r = data >> 32;
+        peer = r >= 1 && r <= (uint64_t)t->world ? (int)r - 1 : -1;
+    } else {
+        peer = rank_of(t, rail, src);
+    }
+    if (peer < 0) {
+        /* The data is in place (the provider checked the key): count it, but say so. */
+        LITE_ERROR("%s rank %d: a write with immediate %#x arrived from an unknown sender", EFA_LOG,
+                   t->rank, (uint32_t)data);
+        peer = t->rank;
+    }
+    t->up->imm_arrived(t->core, peer, (uint32_t)data);
+    t->events++;
+}
+
+static void dispatch(struct lite_transport *t, uint32_t rail, const struct fi_cq_data_entry *e,
+                     fi_addr_t src)
+{
+    if ((e->flags & FI_REMOTE_CQ_DATA) && (e->flags & (FI_REMOTE_WRITE | FI_RMA)))
+        on_imm(t, rail, e->data, src);
+    struct efa_ctx *c = e->op_context;
+    if (!c)
+        return;
+    switch (c->kind) {
+    case CTX_RX:
+        lite_efa_rx_done(t, (struct efa_rxbuf *)c, e->len);
+        break;
+    case CTX_TX:
+        lite_efa_tx_done(t, (struct efa_tx *)c, false, 0);
+        break;
+    case CTX_TXBIG:
+        lite_efa_tx_done(t, (struct efa_tx *)((char *)c - offsetof(struct efa_tx, big_c)), true, 0);
+        break;
+    case CTX_BIGRX:
+        lite_efa_bigrx_done(t, (struct efa_bigrx *)c, 0);
+        break;
+    case CTX_PIECE:
+        lite_efa_piece_done(t, (struct efa_piece *)c, 0);
+        break;
+    default:
+        LITE_ERROR("%s rank %d: completion with an unknown context", EFA_LOG, t->rank);
+        break;
+    }
+}
+
+static void dispatch_err(struct lite_transport *t, uint32_t rail)
+{
+    struct fi_cq_err_entry e;
+    memset(&e, 0, sizeof(e));
+    if (fi_cq_readerr(t->rail[rail].cq, &e, 0) != 1)
+        return;
+    int code = lite_efa_err(e.err);
+    struct efa_ctx *c = e.op_context;
+    if (!c || !t->closing || e.err != FI_ECANCELED)
+        LITE_DEBUG("%s rank %d rail %u: error completion: %s (%s)", EFA_LOG, t->rank, rail,
+                   fi_strerror(e.err),
+                   fi_cq_strerror(t->rail[rail].cq, e.prov_errno, e.err_data, NULL, 0));
+    if (!c)
+        return;
+    switch (c->kind) {
+    case CTX_RX: {
+        /* A receive buffer failed (cancelled at close, or a message too long for it, which
+         * no peer of ours sends): nothing to deliver; keep the pool whole. */
+        struct efa_rxbuf *b = (struct efa_rxbuf *)c;
+        if (!t->closing) {
+            LITE_WARN("%s rank %d: a receive failed: %s", EFA_LOG, t->rank, fi_strerror(e.err));
+            lite_efa_rx_repost(t, b);
+        }
+        break;
+    }
+    case CTX_TX:
+        lite_efa_tx_done(t, (struct efa_tx *)c, false, code);
+        break;
+    case CTX_TXBIG:
+        lite_efa_tx_done(t, (struct efa_tx *)((char *)c - offsetof(struct efa_tx, big_c)), true,
+                         code);
+        break;
+    case CTX_BIGRX: {
+        struct efa_bigrx *g = (struct efa_bigrx *)c;
+        /* A discarded payload is truncated into scratch on purpose. */
+        lite_efa_bigrx_done(t, g, g->discard && e.err == FI_ETRUNC ? 0 : code);
+        break;
+    }
+    case CTX_PIECE:
+        lite_efa_piece_done(t, (struct efa_piece *)c, code);
+        break;
+    default:
+        break;
+    }
+}
+
+int lite_efa_cq_poll(struct lite_transport *t)
+{
+    int n = 0;
+    struct fi_cq_data_entry e[CQ_BATCH];
+    fi_addr_t src[CQ_BATCH];
+    bool from = t->imm_mode == IMM_CQDATA32;
+    for (uint32_t r = 0; r < t->nrails; r++) {
+        for (int round = 0; round < CQ_ROUNDS; round++) {
+            ssize_t got = from ? fi_cq_readfrom(t->rail[r].cq, e, CQ_BATCH, src)
+                               : fi_cq_read(t->rail[r].cq, e, CQ_BATCH);
+            if (got > 0) {
+                for (ssize_t i = 0; i < got; i++)
+                    dispatch(t, r, &e[i], from ? src[i] : FI_ADDR_NOTAVAIL);
+                n += (int)got;
+                if (got < CQ_BATCH)
+                    break;
+            } else if (got == -FI_EAVAIL) {
+                dispatch_err(t, r);
+                n++;
+            } else {
+                if (got != -FI_EAGAIN)
+                    LITE_ERROR("%s rank %d: fi_cq_read on rail %u failed: %s", EFA_LOG, t->rank, r,
+                               fi_strerror((int)-got));
+                break;
+            }
+        }
+    }
+    return n;
+}

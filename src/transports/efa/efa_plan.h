@@ -1,0 +1,253 @@
+/*
+ * efa_plan.h - the EFA backend's pure logic, with no libfabric in sight, so unit tests
+ * (tests/unit/test_efa_plan.c) reach it whether or not the backend is built:
+ *   - the striping plan that cuts a large write into one stripe per rail,
+ *   - the address blob that packs every rail's fi_getname() into one bootstrap blob,
+ *   - the 32-byte message header that travels in front of every eager payload,
+ *   - the spelling of provider names ("tcp" means libfabric's "tcp;ofi_rxm").
+ */
+#ifndef LITE_EFA_PLAN_H
+#define LITE_EFA_PLAN_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "litetx/transport.h"
+
+/* ---- striping ---- */
+
+struct lite_efa_stripe {
+    uint64_t off; /* offset of the stripe in the transfer */
+    uint64_t len;
+    uint32_t rail;
+};
+
+/*
+ * Cut a `len`-byte write into stripes, one per rail at most, none shorter than `stripe_min`
+ * (except the last, which takes the remainder). Stripe boundaries fall on multiples of `align`
+ * (a power of two) so each rail moves whole pages. Rails are assigned round-robin from
+ * `first_rail`, so successive writes spread over all rails even when each gets one stripe.
+ * Returns the number of stripes written to out[] (1 .. nrails; 1 when len == 0).
+ */
+static inline uint32_t lite_efa_plan(uint64_t len, uint32_t nrails, uint64_t stripe_min,
+                                     uint64_t align, uint32_t first_rail,
+                                     struct lite_efa_stripe *out)
+{
+    if (nrails == 0)
+        nrails = 1;
+    if (align == 0 || (align & (align - 1)) != 0)
+        align = 1;
+    if (stripe_min < align)
+        stripe_min = align;
+    uint64_t n = len / stripe_min;
+    if (n > nrails)
+        n = nrails;
+    if (n < 1)
+        n = 1;
+    /* ceil(len / n), rounded up to the alignment */
+    uint64_t each = len / n + (len % n != 0);
+    each = (each + align - 1) & ~(align - 1);
+    uint32_t k = 0;
+    for (uint64_t off = 0; k < n && (off < len || k == 0); k++) {
+        uint64_t l = len - off < each ? len - off : each;
+        out[k].off = off;
+        out[k].len = l;
+        out[k].rail = (first_rail + k) % nrails;
+        off += l;
+    }
+    return k;
+}
+
+/* ---- address blob ---- */
+
+/*
+ * Layout (LITE_TRANSPORT_ADDR_MAX bytes at most):
+ *   u8 version | u8 nrails | u16 0 | u32 pid (shared-memory peers watch it for liveness)
+ *   then per rail: u8 name length | name bytes (fi_getname() of that rail's endpoint)
+ */
+#define LITE_EFA_BLOB_VERSION 1
+#define LITE_EFA_BLOB_HDR     8
+
+struct lite_efa_blob {
+    uint32_t nrails;
+    uint32_t pid;
+    const uint8_t *name[LITE_MAX_RAILS];
+    size_t name_len[LITE_MAX_RAILS];
+};
+
+/* Most rails whose names of `name_len` bytes fit in one blob. */
+static inline uint32_t lite_efa_blob_max_rails(size_t name_len)
+{
+    if (name_len == 0 || name_len > 255)
+        return 0;
+    size_t n = (LITE_TRANSPORT_ADDR_MAX - LITE_EFA_BLOB_HDR) / (1 + name_len);
+    return n > LITE_MAX_RAILS ? LITE_MAX_RAILS : (uint32_t)n;
+}
+
+/* Pack; 0, -EINVAL (bad rail count or name) or -ENOSPC (does not fit in cap). */
+static inline int lite_efa_blob_pack(uint8_t *out, size_t cap, size_t *len, uint32_t pid,
+                                     uint32_t nrails, const void *const *names, const size_t *lens)
+{
+    if (nrails == 0 || nrails > LITE_MAX_RAILS)
+        return -EINVAL;
+    size_t need = LITE_EFA_BLOB_HDR;
+    for (uint32_t i = 0; i < nrails; i++) {
+        if (lens[i] == 0 || lens[i] > 255)
+            return -EINVAL;
+        need += 1 + lens[i];
+    }
+    if (need > cap || need > LITE_TRANSPORT_ADDR_MAX)
+        return -ENOSPC;
+    out[0] = LITE_EFA_BLOB_VERSION;
+    out[1] = (uint8_t)nrails;
+    out[2] = out[3] = 0;
+    for (int i = 0; i < 4; i++)
+        out[4 + i] = (uint8_t)(pid >> (8 * i));
+    size_t p = LITE_EFA_BLOB_HDR;
+    for (uint32_t i = 0; i < nrails; i++) {
+        out[p++] = (uint8_t)lens[i];
+        memcpy(out + p, names[i], lens[i]);
+        p += lens[i];
+    }
+    *len = p;
+    return 0;
+}
+
+/* Unpack (pointers into `in`); -EPROTO for anything malformed. */
+static inline int lite_efa_blob_unpack(const uint8_t *in, size_t len, struct lite_efa_blob *b)
+{
+    if (len < LITE_EFA_BLOB_HDR || in[0] != LITE_EFA_BLOB_VERSION || in[1] == 0 ||
+        in[1] > LITE_MAX_RAILS)
+        return -EPROTO;
+    b->nrails = in[1];
+    b->pid = (uint32_t)in[4] | (uint32_t)in[5] << 8 | (uint32_t)in[6] << 16 | (uint32_t)in[7] << 24;
+    size_t p = LITE_EFA_BLOB_HDR;
+    for (uint32_t i = 0; i < b->nrails; i++) {
+        if (p >= len || in[p] == 0 || len - p - 1 < in[p])
+            return -EPROTO;
+        b->name_len[i] = in[p];
+        b->name[i] = in + p + 1;
+        p += 1 + (size_t)in[p];
+    }
+    return p == len ? 0 : -EPROTO;
+}
+
+/* ---- message header ---- */
+
+/*
+ * 32 bytes, little-endian, in front of every message on rail 0:
+ *   u8 magic 0xEF | u8 type | u8 channel | u8 flags | u16 credits | u16 0
+ *   u32 sender rank | u32 sequence number (per sender and receiver; messages are delivered to
+ *   the core in this order) | u64 tag | u64 payload length
+ * channel/flags/credits/tag are the core's lite_msg_hdr, carried unchanged.
+ */
+#define LITE_EFA_HDR_LEN 32
+#define LITE_EFA_MAGIC   0xEF
+
+enum lite_efa_type {
+    LITE_EFA_T_MSG = 1,       /* a core message, payload inline after the header */
+    LITE_EFA_T_BIG = 2,       /* a core message whose payload follows as a tagged message */
+    LITE_EFA_T_HELLO = 3,     /* first message to every peer (connect_all) */
+    LITE_EFA_T_KEEPALIVE = 4, /* liveness probe; not sequenced */
+    LITE_EFA_T_BYE = 5,       /* the sender is closing in order; nothing follows */
+    LITE_EFA_T_QUERY = 6,     /* initiator asks about a region key before its first native op */
+    LITE_EFA_T_QREPLY = 7,    /* target's answer: status, base, length, access, per-rail keys */
+    LITE_EFA_T_INVAL = 8,     /* target deregistered a region the peer had asked about */
+    LITE_EFA_T_IMM = 9,       /* an immediate sent as a message (after the data is in place) */
+    LITE_EFA_T_IMM_ACK = 10,  /* ... counted at the target */
+    LITE_EFA_T_MAX = 10
+};
+
+struct lite_efa_hdr {
+    uint8_t type;
+    uint8_t channel;
+    uint8_t flags;
+    uint16_t credits;
+    uint32_t src;
+    uint32_t seq;
+    uint64_t tag;
+    uint64_t len;
+};
+
+static inline void lite_efa_put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint64_t lite_efa_get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static inline void lite_efa_put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint32_t lite_efa_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline void lite_efa_hdr_encode(const struct lite_efa_hdr *h, uint8_t *out)
+{
+    out[0] = LITE_EFA_MAGIC;
+    out[1] = h->type;
+    out[2] = h->channel;
+    out[3] = h->flags;
+    out[4] = (uint8_t)h->credits;
+    out[5] = (uint8_t)(h->credits >> 8);
+    out[6] = out[7] = 0;
+    lite_efa_put32(out + 8, h->src);
+    lite_efa_put32(out + 12, h->seq);
+    lite_efa_put64(out + 16, h->tag);
+    lite_efa_put64(out + 24, h->len);
+}
+
+/* Decode `got` received bytes; -EPROTO when they are not a well-formed header. */
+static inline int lite_efa_hdr_decode(const uint8_t *in, size_t got, struct lite_efa_hdr *h)
+{
+    if (got < LITE_EFA_HDR_LEN || in[0] != LITE_EFA_MAGIC || in[1] == 0 || in[1] > LITE_EFA_T_MAX ||
+        in[6] != 0 || in[7] != 0)
+        return -EPROTO;
+    h->type = in[1];
+    h->channel = in[2];
+    h->flags = in[3];
+    h->credits = (uint16_t)(in[4] | in[5] << 8);
+    h->src = lite_efa_get32(in + 8);
+    h->seq = lite_efa_get32(in + 12);
+    h->tag = lite_efa_get64(in + 16);
+    h->len = lite_efa_get64(in + 24);
+    return 0;
+}
+
+/* ---- provider names ---- */
+
+/*
+ * The libfabric provider a user names, spelled the way fi_getinfo() wants it. "tcp" (and
+ * "tcp+ofi_rxm", for places where ';' is awkward: CMake lists, shell) mean "tcp;ofi_rxm", the
+ * RDM endpoint that ofi_rxm builds over the tcp provider's connections; "sockets" stays
+ * "sockets" (it is RDM itself). Anything else is passed as given. -EINVAL for an empty or
+ * oversized name.
+ */
+static inline int lite_efa_provider_name(const char *in, char *out, size_t cap)
+{
+    if (!in || !*in)
+        return -EINVAL;
+    const char *name = in;
+    if (!strcmp(in, "tcp") || !strcmp(in, "tcp+ofi_rxm") || !strcmp(in, "tcp;ofi_rxm"))
+        name = "tcp;ofi_rxm";
+    size_t n = strlen(name);
+    if (n + 1 > cap)
+        return -EINVAL;
+    memcpy(out, name, n + 1);
+    return 0;
+}
+
+#endif /* LITE_EFA_PLAN_H */

@@ -1,0 +1,514 @@
+/*
+ * efa_rma.c - one-sided writes, writes with immediate, and reads, natively with fi_writemsg /
+ * fi_readmsg.
+ *
+ * KEYS THE TARGET CONFIRMED. A provider that meets a bad key does not answer well: tcp drops
+ * the whole connection to the initiator (messages in flight die with it), shm 1.17 never
+ * completes the op. So an initiator never puts a key, address or length on the wire that the
+ * target has not confirmed: before its first op on a region of a peer it sends QUERY(core key)
+ * and parks the op; the target answers from its own table (QREPLY: status, base, length, access,
+ * per-rail keys) and remembers who asked; on deregistration it tells them (INVAL), so their
+ * next op asks again. The initiator then checks range and rights itself and refuses with the
+ * target's own verdict (-LITE_ERR_REMOTE_KEY / _BOUNDS / _ACCESS); nothing reaches the target's
+ * memory. A hostile peer with its own code is still stopped by the provider's key check.
+ * Cost: one round trip per (peer, region), then nothing; a region deregistered while a peer
+ * still writes into it is the application's race (the provider refuses those writes as above).
+ *
+ * STRIPES. A write (or read) of at least 2 x stripe_min bytes is cut into one stripe per rail
+ * (efa_plan.h) and the stripes go out at once. A striped write with an immediate must count
+ * ONCE at the target: the stripes go as plain writes and, once all have completed (delivery
+ * complete: the data is in place at the target), the immediate follows as an IMM message that
+ * the target counts and acknowledges. An unstriped write with an immediate is a single
+ * fi_writedata-style op whose remote CQ data carries it (and, with 8 bytes of CQ data, the
+ * writer's rank).
+ *
+ * Writes ask for FI_DELIVERY_COMPLETE so their completion means what the core's contract says:
+ * the data is in place at the target.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "efa.h"
+
+#define STRIPE_ALIGN  4096
+#define QREPLY_LEN(n) (32 + 8 * (n))
+
+/* ---- the initiator's cache of confirmed regions ---- */
+
+static uint32_t qbucket(uint64_t key)
+{
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 58) & (EFA_QBUCKETS - 1);
+}
+
+static struct efa_qent *qfind(struct efa_peer *p, uint64_t key)
+{
+    for (struct efa_qent *q = p->qcache[qbucket(key)]; q; q = q->next)
+        if (q->key == key)
+            return q;
+    return NULL;
+}
+
+static void qremove(struct efa_peer *p, struct efa_qent *q)
+{
+    for (struct efa_qent **pp = &p->qcache[qbucket(q->key)]; *pp; pp = &(*pp)->next)
+        if (*pp == q) {
+            *pp = q->next;
+            break;
+        }
+    free(q);
+}
+
+/* ---- op bookkeeping ---- */
+
+static void link_op(struct efa_peer *p, struct efa_rma *m)
+{
+    m->prev = NULL;
+    m->next = p->rma;
+    if (p->rma)
+        p->rma->prev = m;
+    p->rma = m;
+}
+
+static void unlink_op(struct efa_peer *p, struct efa_rma *m)
+{
+    if (m->prev)
+        m->prev->next = m->next;
+    else if (p->rma == m)
+        p->rma = m->next;
+    if (m->next)
+        m->next->prev = m->prev;
+    m->next = m->prev = NULL;
+}
+
+static void release(struct lite_transport *t, struct efa_rma *m)
+{
+    for (uint32_t i = 0; i < LITE_MAX_RAILS; i++)
+        if (m->fly[i])
+            fi_close(&m->fly[i]->fid);
+    free(m);
+}
+
+/* The op is over: tell the core, now (from progress) or from the next progress (inside
+ * rma_post, where the core is still setting the request up). */
+static void finish(struct lite_transport *t, struct efa_rma *m, int status, bool later)
+{
+    unlink_op(&t->peers[m->peer], m);
+    if (later) {
+        m->status = status;
+        m->next = t->rma_later;
+        t->rma_later = m;
+        return;
+    }
+    void *op = m->op;
+    release(t, m);
+    t->up->send_done(t->core, op, status);
+    t->events++;
+}
+
+static uint64_t cq_data(struct lite_transport *t, uint32_t imm)
+{
+    if (t->imm_mode == IMM_CQDATA64)
+        return (uint64_t)(uint32_t)(t->rank + 1) << 32 | imm;
+    return imm;
+}
+
+static int post_piece(struct lite_transport *t, struct efa_piece *pc)
+{
+    struct efa_rma *m = pc->parent;
+    struct efa_rail *r = &t->rail[pc->rail];
+    struct iovec iov = {.iov_base = (uint8_t *)m->r.local + pc->off, .iov_len = pc->len};
+    void *desc = pc->desc;
+    struct fi_rma_iov riov = {.addr = m->raddr + pc->off, .len = pc->len, .key = m->rkey[pc->rail]};
+    struct fi_msg_rma msg = {.msg_iov = &iov,
+                             .desc = &desc,
+                             .iov_count = 1,
+                             .addr = r->addr[m->peer],
+                             .rma_iov = &riov,
+                             .rma_iov_count = 1,
+                             .context = &pc->c.fi};
+    uint64_t flags = FI_COMPLETION;
+    ssize_t rc;
+    if (m->r.kind == LITE_RMA_WRITE) {
+        flags |= FI_DELIVERY_COMPLETE;
+        if (m->r.has_imm && !m->imm_after) {
+            flags |= FI_REMOTE_CQ_DATA;
+            msg.data = cq_data(t, m->r.imm);
+        }
+        rc = fi_writemsg(r->ep, &msg, flags);
+    } else {
+        rc = fi_readmsg(r->ep, &msg, flags);
+    }
+    if (rc == 0)
+        pc->posted = true;
+    return (int)rc;
+}
+
+static void retry_push(struct lite_transport *t, struct efa_piece *pc)
+{
+    pc->next_retry = NULL;
+    if (t->piece_retry_tail)
+        t->piece_retry_tail->next_retry = pc;
+    else
+        t->piece_retry = pc;
+    t->piece_retry_tail = pc;
+}
+
+/* The immediate as a message, once the data is in place; the op ends at its acknowledgement. */
+static int send_imm(struct lite_transport *t, struct efa_rma *m)
+{
+    struct efa_peer *p = &t->peers[m->peer];
+    uint8_t b[4];
+    lite_efa_put32(b, m->r.imm);
+    m->stage = RMA_WAIT_ACK;
+    m->ack_id = ++p->next_ack_id;
+    return lite_efa_ctl_send(t, m->peer, LITE_EFA_T_IMM, m->ack_id, b, sizeof(b));
+}
+
+/* The key is confirmed (q): check the op against it and post its stripes. */
+static void start(struct lite_transport *t, struct efa_rma *m, const struct efa_qent *q, bool later)
+{
+    struct efa_peer *p = &t->peers[m->peer];
+    const struct lite_tp_rma *r = &m->r;
+    unsigned need =
+        r->kind == LITE_RMA_WRITE ? LITE_TP_ACCESS_REMOTE_WRITE : LITE_TP_ACCESS_REMOTE_READ;
+    if (!(q->access & need)) {
+        finish(t, m, -LITE_ERR_REMOTE_ACCESS, later);
+        return;
+    }
+    if (r->remote_offset > q->len || r->len > q->len - r->remote_offset) {
+        finish(t, m, -LITE_ERR_REMOTE_BOUNDS, later);
+        return;
+    }
+    m->stage = RMA_DATA;
+    m->raddr = (t->virt_addr ? q->base : 0) + r->remote_offset;
+    uint32_t rails = t->nrails;
+    if (rails > q->nrails)
+        rails = q->nrails;
+    if (rails > p->nrails)
+        rails = p->nrails;
+    for (uint32_t i = 0; i < q->nrails && i < LITE_MAX_RAILS; i++)
+        m->rkey[i] = q->rkey[i];
+    bool imm = r->kind == LITE_RMA_WRITE && r->has_imm;
+    if (r->len == 0) {
+        /* Nothing to place: a write with an immediate still counts once at the target. */
+        int rc = imm ? send_imm(t, m) : 0;
+        if (rc || !imm)
+            finish(t, m, rc, later);
+        return;
+    }
+    struct lite_efa_stripe st[LITE_MAX_RAILS];
+    uint32_t n =
+        lite_efa_plan(r->len, rails, t->cfg.stripe_min, STRIPE_ALIGN, t->rma_rr % rails, st);
+    t->rma_rr++;
+    if (n > 1)
+        LITE_DEBUG("%s rank %d: %s of %zu bytes to rank %d striped over %u rails", EFA_LOG, t->rank,
+                   r->kind == LITE_RMA_WRITE ? "write" : "read", r->len, m->peer, n);
+    m->imm_after = imm && (n > 1 || t->imm_mode == IMM_MSG);
+    m->npieces = m->left = n;
+    const struct efa_mr *local = r->local_handle;
+    for (uint32_t i = 0; i < n; i++) {
+        struct efa_piece *pc = &m->piece[i];
+        pc->c.kind = CTX_PIECE;
+        pc->parent = m;
+        pc->off = st[i].off;
+        pc->len = st[i].len;
+        pc->rail = st[i].rail;
+        if (local) {
+            pc->desc = local->desc[pc->rail];
+        } else if (t->mr_local) {
+            /* A rendezvous source: registered for this op only. */
+            int rc = lite_efa_mr_fly(t, pc->rail, (uint8_t *)r->local + pc->off, pc->len,
+                                     FI_READ | FI_WRITE, &m->fly[i], &pc->desc);
+            if (rc) {
+                m->left = 0;
+                finish(t, m, rc, later);
+                return;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct efa_piece *pc = &m->piece[i];
+        int rc = t->piece_retry ? -FI_EAGAIN : post_piece(t, pc);
+        if (rc == -FI_EAGAIN) {
+            retry_push(t, pc);
+        } else if (rc) {
+            /* Stripes already posted complete later; the rest count as failed now. */
+            m->status = lite_efa_err(rc);
+            m->left -= n - i;
+            if (m->left == 0)
+                finish(t, m, m->status, later);
+            return;
+        }
+    }
+}
+
+int lite_efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, void *op)
+{
+    if (r->peer < 0 || r->peer >= t->world || r->peer == t->rank)
+        return -EINVAL;
+    if (r->kind != LITE_RMA_WRITE && r->kind != LITE_RMA_READ)
+        return -EINVAL;
+    struct efa_peer *p = &t->peers[r->peer];
+    if (p->dead || p->lost || t->rail[0].addr[r->peer] == FI_ADDR_NOTAVAIL)
+        return -LITE_ERR_PEER_LOST;
+    struct efa_rma *m = calloc(1, sizeof(*m));
+    if (!m)
+        return -ENOMEM;
+    m->op = op;
+    m->peer = r->peer;
+    m->r = *r;
+    struct efa_qent *q = qfind(p, r->remote_core_key);
+    if (!q) {
+        q = calloc(1, sizeof(*q));
+        if (!q) {
+            free(m);
+            return -ENOMEM;
+        }
+        q->key = r->remote_core_key;
+        q->state = QENT_PENDING;
+        int rc = lite_efa_ctl_send(t, r->peer, LITE_EFA_T_QUERY, q->key, NULL, 0);
+        if (rc) {
+            free(q);
+            free(m);
+            return rc;
+        }
+        uint32_t b = qbucket(q->key);
+        q->next = p->qcache[b];
+        p->qcache[b] = q;
+    }
+    link_op(p, m);
+    if (q->state == QENT_PENDING) {
+        m->stage = RMA_WAIT_KEY;
+        m->next_parked = NULL;
+        if (q->parked_tail)
+            q->parked_tail->next_parked = m;
+        else
+            q->parked = m;
+        q->parked_tail = m;
+        return 0;
+    }
+    start(t, m, q, true);
+    return 0;
+}
+
+void lite_efa_piece_done(struct lite_transport *t, struct efa_piece *pc, int status)
+{
+    struct efa_rma *m = pc->parent;
+    if (status && !m->status)
+        m->status = status;
+    if (--m->left > 0)
+        return;
+    if (m->orphan) {
+        unlink_op(&t->peers[m->peer], m);
+        release(t, m);
+        return;
+    }
+    for (uint32_t i = 0; i < LITE_MAX_RAILS; i++)
+        if (m->fly[i]) {
+            fi_close(&m->fly[i]->fid);
+            m->fly[i] = NULL;
+        }
+    if (m->status) {
+        int st = m->status, peer = m->peer;
+        finish(t, m, st, false);
+        bool conn = st == -LITE_ERR_PEER_LOST || st == -LITE_ERR_CANCELLED;
+        if (conn && !t->peers[peer].dead && !t->closing)
+            lite_efa_peer_fail(t, peer, -LITE_ERR_PEER_LOST, "one-sided op: connection lost");
+        return;
+    }
+    if (m->imm_after) {
+        int rc = send_imm(t, m);
+        if (rc)
+            finish(t, m, rc, false);
+        return;
+    }
+    finish(t, m, 0, false);
+}
+
+int lite_efa_rma_flush(struct lite_transport *t)
+{
+    int n = 0;
+    while (t->piece_retry) {
+        struct efa_piece *pc = t->piece_retry;
+        struct efa_rma *m = pc->parent;
+        int rc = m->orphan ? 0 : post_piece(t, pc);
+        if (rc == -FI_EAGAIN)
+            break;
+        t->piece_retry = pc->next_retry;
+        if (!t->piece_retry)
+            t->piece_retry_tail = NULL;
+        n++;
+        if (m->orphan || rc)
+            lite_efa_piece_done(t, pc, m->orphan ? -LITE_ERR_PEER_LOST : lite_efa_err(rc));
+    }
+    while (t->rma_later) {
+        struct efa_rma *m = t->rma_later;
+        t->rma_later = m->next;
+        void *op = m->op;
+        int st = m->status;
+        release(t, m);
+        t->up->send_done(t->core, op, st);
+        t->events++;
+        n++;
+    }
+    return n;
+}
+
+/* ---- control messages ---- */
+
+static void on_query(struct lite_transport *t, int peer, uint64_t key)
+{
+    uint8_t b[QREPLY_LEN(LITE_MAX_RAILS)];
+    memset(b, 0, sizeof(b));
+    struct efa_mr *mr = lite_efa_mr_find(t, key);
+    uint32_t n = 0;
+    if (!mr) {
+        lite_efa_put32(b, (uint32_t)-LITE_ERR_REMOTE_KEY);
+        LITE_INFO("%s rank %d: rank %d asked about an unknown region key %#llx", EFA_LOG, t->rank,
+                  peer, (unsigned long long)key);
+    } else {
+        n = mr->nrails;
+        lite_efa_put32(b + 4, mr->access);
+        lite_efa_put64(b + 8, (uint64_t)(uintptr_t)mr->addr);
+        lite_efa_put64(b + 16, mr->len);
+        lite_efa_put32(b + 24, n);
+        for (uint32_t i = 0; i < n; i++)
+            lite_efa_put64(b + 32 + 8 * i, mr->rkey[i]);
+        mr->told[peer / 8] |= (uint8_t)(1u << (peer % 8));
+    }
+    lite_efa_ctl_send(t, peer, LITE_EFA_T_QREPLY, key, b, QREPLY_LEN(n));
+}
+
+static int on_qreply(struct lite_transport *t, int peer, uint64_t key, const uint8_t *b, size_t len)
+{
+    struct efa_peer *p = &t->peers[peer];
+    struct efa_qent *q = qfind(p, key);
+    if (len < 32 || !q || q->state != QENT_PENDING)
+        return -LITE_ERR_PROTOCOL;
+    int status = (int)lite_efa_get32(b);
+    uint32_t n = lite_efa_get32(b + 24);
+    if (status > 0 || (status == 0 && (n == 0 || n > LITE_MAX_RAILS || len != QREPLY_LEN(n))))
+        return -LITE_ERR_PROTOCOL;
+    struct efa_rma *m = q->parked;
+    q->parked = q->parked_tail = NULL;
+    if (status) {
+        /* Not cached: a region registered later under a fresh key is asked about afresh. */
+        qremove(p, q);
+        while (m) {
+            struct efa_rma *nx = m->next_parked;
+            finish(t, m, status, false);
+            m = nx;
+        }
+        return 0;
+    }
+    q->access = lite_efa_get32(b + 4);
+    q->base = lite_efa_get64(b + 8);
+    q->len = lite_efa_get64(b + 16);
+    q->nrails = n;
+    for (uint32_t i = 0; i < n; i++)
+        q->rkey[i] = lite_efa_get64(b + 32 + 8 * i);
+    q->state = QENT_VALID;
+    while (m && !p->dead) {
+        struct efa_rma *nx = m->next_parked;
+        start(t, m, q, false);
+        m = nx;
+    }
+    return 0;
+}
+
+void lite_efa_rma_ctl(struct lite_transport *t, int peer, const struct lite_efa_hdr *h,
+                      const uint8_t *payload, size_t len)
+{
+    struct efa_peer *p = &t->peers[peer];
+    int rc = 0;
+    switch (h->type) {
+    case LITE_EFA_T_QUERY:
+        on_query(t, peer, h->tag);
+        break;
+    case LITE_EFA_T_QREPLY:
+        rc = on_qreply(t, peer, h->tag, payload, len);
+        break;
+    case LITE_EFA_T_INVAL: {
+        struct efa_qent *q = qfind(p, h->tag);
+        if (q && q->state == QENT_VALID)
+            qremove(p, q);
+        break;
+    }
+    case LITE_EFA_T_IMM:
+        if (len != 4) {
+            rc = -LITE_ERR_PROTOCOL;
+            break;
+        }
+        /* The writer sends this only once its data is in place here. */
+        t->up->imm_arrived(t->core, peer, lite_efa_get32(payload));
+        t->events++;
+        lite_efa_ctl_send(t, peer, LITE_EFA_T_IMM_ACK, h->tag, NULL, 0);
+        break;
+    case LITE_EFA_T_IMM_ACK: {
+        struct efa_rma *m = p->rma;
+        while (m && !(m->stage == RMA_WAIT_ACK && m->ack_id == h->tag && !m->orphan))
+            m = m->next;
+        if (!m) {
+            rc = -LITE_ERR_PROTOCOL;
+            break;
+        }
+        finish(t, m, 0, false);
+        break;
+    }
+    default:
+        rc = -LITE_ERR_PROTOCOL;
+        break;
+    }
+    if (rc) {
+        char why[96];
+        lite_fmt(why, sizeof(why), "rank %d sent a malformed control message (type %u)", peer,
+                 h->type);
+        lite_efa_peer_fail(t, peer, rc, why);
+    }
+}
+
+void lite_efa_rma_peer_failed(struct lite_transport *t, int peer, int code)
+{
+    struct efa_peer *p = &t->peers[peer];
+    struct efa_rma *m = p->rma;
+    while (m) {
+        struct efa_rma *nx = m->next;
+        if (!m->orphan) {
+            void *op = m->op;
+            if (m->stage == RMA_DATA && m->left > 0) {
+                /* Stripes are with the provider: keep the op until they come back. */
+                m->orphan = true;
+            } else {
+                unlink_op(p, m);
+                release(t, m);
+            }
+            t->up->send_done(t->core, op, code);
+        }
+        m = nx;
+    }
+    for (int b = 0; b < EFA_QBUCKETS; b++)
+        while (p->qcache[b])
+            qremove(p, p->qcache[b]);
+}
+
+void lite_efa_qcache_fini(struct lite_transport *t)
+{
+    /* Called with the endpoints closed. */
+    for (int i = 0; t->peers && i < t->world; i++) {
+        struct efa_peer *p = &t->peers[i];
+        while (p->rma) {
+            struct efa_rma *m = p->rma;
+            unlink_op(p, m);
+            release(t, m);
+        }
+        for (int b = 0; b < EFA_QBUCKETS; b++)
+            while (p->qcache[b])
+                qremove(p, p->qcache[b]);
+    }
+    while (t->rma_later) {
+        struct efa_rma *m = t->rma_later;
+        t->rma_later = m->next;
+        release(t, m);
+    }
+    t->piece_retry = t->piece_retry_tail = NULL;
+}

@@ -66,15 +66,15 @@ LITE_API const char *lite_version(void);
  */
 enum lite_errc {
     LITE_ERR_BASE = 1000,
-    LITE_ERR_PEER_LOST = 1001,   /* a peer's connection broke or the peer exited */
-    LITE_ERR_PROTOCOL = 1002,    /* a peer sent bytes that are not a valid frame */
-    LITE_ERR_TRUNCATED = 1003,   /* a message was longer than the receive buffer */
-    LITE_ERR_CANCELLED = 1004,   /* the operation was cancelled by the caller */
-    LITE_ERR_REMOTE = 1005,      /* the remote side refused the operation */
-    LITE_ERR_TAG_ORDER = 1006,   /* tags to one peer must strictly increase */
-    LITE_ERR_CONFIG = 1007,       /* invalid configuration (detail names the key) */
-    LITE_ERR_NO_TRANSPORT = 1008, /* the requested transport is not compiled in or not usable */
-    LITE_ERR_REMOTE_KEY = 1009,   /* target: no live region with that key (stale or forged) */
+    LITE_ERR_PEER_LOST = 1001,     /* a peer's connection broke or the peer exited */
+    LITE_ERR_PROTOCOL = 1002,      /* a peer sent bytes that are not a valid frame */
+    LITE_ERR_TRUNCATED = 1003,     /* a message was longer than the receive buffer */
+    LITE_ERR_CANCELLED = 1004,     /* the operation was cancelled by the caller */
+    LITE_ERR_REMOTE = 1005,        /* the remote side refused the operation */
+    LITE_ERR_TAG_ORDER = 1006,     /* tags to one peer must strictly increase */
+    LITE_ERR_CONFIG = 1007,        /* invalid configuration (detail names the key) */
+    LITE_ERR_NO_TRANSPORT = 1008,  /* the requested transport is not compiled in or not usable */
+    LITE_ERR_REMOTE_KEY = 1009,    /* target: no live region with that key (stale or forged) */
     LITE_ERR_REMOTE_BOUNDS = 1010, /* target: the range is outside the registered region */
     LITE_ERR_REMOTE_ACCESS = 1011  /* target: the region does not grant that right */
 };
@@ -86,7 +86,7 @@ LITE_API const char *lite_strerror(int code);
  * Configuration and context
  * ------------------------------------------------------------------------------------------- */
 
-#define LITE_CONFIG_VERSION 1
+#define LITE_CONFIG_VERSION   1
 #define LITE_TIMEOUT_INFINITE (-1)
 
 /** Log verbosity, for lite_config_t.log_level and LITETX_LOG_LEVEL. */
@@ -171,10 +171,10 @@ LITE_API const char *lite_last_error(const lite_ctx_t *ctx);
  * increase; a receive matches exactly its tag.
  * ------------------------------------------------------------------------------------------- */
 
-#define LITE_TAG_STEP_BITS 24
+#define LITE_TAG_STEP_BITS  24
 #define LITE_TAG_LAYER_BITS 16
 #define LITE_TAG_LEVEL_BITS 8
-#define LITE_TAG_SEQ_BITS 16
+#define LITE_TAG_SEQ_BITS   16
 
 typedef struct lite_tag_parts {
     uint32_t step;  /* < 2^24: training/inference step */
@@ -313,7 +313,7 @@ enum lite_access {
 };
 
 #define LITE_RDESC_VERSION 1
-#define LITE_RDESC_SIZE 128
+#define LITE_RDESC_SIZE    128
 
 /** A remote descriptor: plain bytes, safe to copy, send and store. */
 typedef struct lite_rdesc {
@@ -357,8 +357,8 @@ LITE_API int lite_write(lite_ctx_t *ctx, int peer, lite_mr_t *local, size_t loca
                         const lite_rdesc_t *remote, size_t remote_off, size_t len,
                         lite_request_t **req);
 LITE_API int lite_write_imm(lite_ctx_t *ctx, int peer, lite_mr_t *local, size_t local_off,
-                            const lite_rdesc_t *remote, size_t remote_off, size_t len,
-                            uint32_t imm, lite_request_t **req);
+                            const lite_rdesc_t *remote, size_t remote_off, size_t len, uint32_t imm,
+                            lite_request_t **req);
 LITE_API int lite_read(lite_ctx_t *ctx, int peer, lite_mr_t *local, size_t local_off,
                        const lite_rdesc_t *remote, size_t remote_off, size_t len,
                        lite_request_t **req);
@@ -383,7 +383,7 @@ typedef struct lite_scatter_entry {
     const lite_rdesc_t *remote;
     size_t remote_off;
     size_t len;
-    uint32_t imm;   /* counted at that peer when flags has LITE_WRITE_WITH_IMM */
+    uint32_t imm; /* counted at that peer when flags has LITE_WRITE_WITH_IMM */
     unsigned flags;
 } lite_scatter_entry_t;
 

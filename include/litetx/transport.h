@@ -86,8 +86,8 @@ struct lite_tp_mr {
 
 /* What mr_reg returns: the backend's handle and the keys a peer needs to reach the region. */
 struct lite_tp_mr_keys {
-    void *handle;     /* passed back in one-sided ops on this region and to mr_dereg */
-    uint32_t nrails;  /* 0 for emulated one-sided ops (the core key is used instead) */
+    void *handle;    /* passed back in one-sided ops on this region and to mr_dereg */
+    uint32_t nrails; /* 0 for emulated one-sided ops (the core key is used instead) */
     uint64_t rkey[LITE_MAX_RAILS];
 };
 
@@ -95,17 +95,17 @@ enum lite_rma_kind { LITE_RMA_WRITE = 1, LITE_RMA_READ = 2 };
 
 /* One one-sided operation, fully resolved by the core (bounds already checked locally). */
 struct lite_tp_rma {
-    int kind;            /* enum lite_rma_kind */
-    int peer;            /* never this rank: the core does local ones itself */
-    void *local;         /* local address (inside a registered region) */
-    void *local_handle;  /* mr_reg handle of the local region */
+    int kind;           /* enum lite_rma_kind */
+    int peer;           /* never this rank: the core does local ones itself */
+    void *local;        /* local address (inside a registered region) */
+    void *local_handle; /* mr_reg handle of the local region */
     size_t len;
     uint64_t remote_addr;     /* the remote region's base address ... */
     uint64_t remote_offset;   /* ... and the offset in it */
     uint64_t remote_core_key; /* the remote core's key (emulated transports) */
     uint32_t nrails;
     uint64_t rkey[LITE_MAX_RAILS];
-    bool has_imm;  /* write only: count `imm` at the target after the data is in place */
+    bool has_imm; /* write only: count `imm` at the target after the data is in place */
     uint32_t imm;
 };
 
@@ -130,8 +130,9 @@ struct lite_core_upcalls {
     void (*send_done)(struct lite_core *core, void *op, int status);
     /* A peer is unusable from now on (connection lost, protocol error, ...). `why` is a short
      * human-readable cause; status is -ESHUTDOWN when the peer closed in order (it finalized),
-     * -LITE_ERR_PEER_LOST when it vanished, or the code of what went wrong. Called at most once per peer; every msg_send and rma_post still
-     * outstanding to that peer is completed with an error through send_done. */
+     * -LITE_ERR_PEER_LOST when it vanished, or the code of what went wrong. Called at most once per
+     * peer; every msg_send and rma_post still outstanding to that peer is completed with an error
+     * through send_done. */
     void (*peer_failed)(struct lite_core *core, int peer, int status, const char *why);
 
     /*

@@ -24,9 +24,9 @@ struct lite_request {
     int error;
     uint64_t tag;
     void *buf;
-    size_t len;   /* buffer size */
-    size_t bytes; /* bytes moved */
-    uint32_t pending_ops; /* backend ops still to complete (batches have several) */
+    size_t len;                    /* buffer size */
+    size_t bytes;                  /* bytes moved */
+    uint32_t pending_ops;          /* backend ops still to complete (batches have several) */
     struct lite_unexp *waiting_on; /* receive matched to an unexpected message still arriving */
     struct lite_request *next;     /* the one list the request is on (posted, send queue, ...) */
     struct lite_rndv *rndv;        /* rendezvous state (large messages), else NULL */
@@ -38,8 +38,8 @@ struct lite_unexp {
     uint64_t tag;
     uint8_t channel;
     bool complete;
-    bool rts;         /* a rendezvous announcement: no data here, `len` is the message length */
-    uint64_t rts_id;  /* the sender's id for it */
+    bool rts;        /* a rendezvous announcement: no data here, `len` is the message length */
+    uint64_t rts_id; /* the sender's id for it */
     size_t len;
     void *data;
     struct lite_request *claimed; /* a receive posted while the payload was still arriving */
@@ -67,9 +67,9 @@ struct lite_peer {
     struct lite_request *rndv_send;          /* sends waiting for the receiver's CTS */
     struct lite_request *rndv_recv;          /* receives waiting for the sender's FIN */
     uint64_t rndv_next_id;
-    uint64_t ctrl_seq;                       /* tags of control messages to the peer */
-    struct lite_msg_hdr rx_hdr;              /* header of the RTS / control message arriving */
-    uint8_t rx_small[160];                   /* its payload */
+    uint64_t ctrl_seq;          /* tags of control messages to the peer */
+    struct lite_msg_hdr rx_hdr; /* header of the RTS / control message arriving */
+    uint8_t rx_small[160];      /* its payload */
 };
 
 /* A registered region. */
@@ -78,7 +78,7 @@ struct lite_mr {
     size_t len;
     int kind;
     unsigned access;
-    uint64_t key; /* generation << 32 | (slot + 1) */
+    uint64_t key;      /* generation << 32 | (slot + 1) */
     uint32_t inflight; /* peers' ops placing or reading data right now */
     struct lite_tp_mr_keys keys;
 };
@@ -100,15 +100,15 @@ struct lite_ctx {
     struct lite_transport_ops ops;
     struct lite_transport *tp;
     struct lite_peer *peers;
-    uint64_t coll_seq; /* collectives started so far; identical on every rank */
-    uint8_t coll_sink; /* where zero-information messages (barrier tokens) land */
-    bool ready;        /* lite_init completed */
-    int64_t spin_ns;   /* how long a wait polls before it sleeps in the backend */
-    uint16_t tp_id;    /* hash of the transport name, stamped into remote descriptors */
-    uint32_t credits_max;   /* eager slots granted to each peer */
-    size_t rndv_threshold;  /* messages of at least this many bytes go by rendezvous */
-    struct lite_mr **mrs; /* registered regions by slot */
-    uint32_t *mr_gen;     /* generation per slot, so stale keys are refused */
+    uint64_t coll_seq;     /* collectives started so far; identical on every rank */
+    uint8_t coll_sink;     /* where zero-information messages (barrier tokens) land */
+    bool ready;            /* lite_init completed */
+    int64_t spin_ns;       /* how long a wait polls before it sleeps in the backend */
+    uint16_t tp_id;        /* hash of the transport name, stamped into remote descriptors */
+    uint32_t credits_max;  /* eager slots granted to each peer */
+    size_t rndv_threshold; /* messages of at least this many bytes go by rendezvous */
+    struct lite_mr **mrs;  /* registered regions by slot */
+    uint32_t *mr_gen;      /* generation per slot, so stale keys are refused */
     uint32_t nmrs;
     struct lite_imm_table imm;
     char last_error[512];
@@ -138,8 +138,8 @@ void lite_p2p_fini(struct lite_ctx *ctx);
 int lite_progress_once(struct lite_ctx *ctx, int sleep_ms);
 /* Finish a request (status 0 or negative). */
 void lite_request_finish(struct lite_request *r, int error);
-struct lite_request *lite_request_new(uint8_t kind, uint8_t chan, int peer, uint64_t tag,
-                                      void *buf, size_t len);
+struct lite_request *lite_request_new(uint8_t kind, uint8_t chan, int peer, uint64_t tag, void *buf,
+                                      size_t len);
 /* True when some peer has been lost (waits that depend on all peers then fail). */
 bool lite_any_peer_lost(const struct lite_ctx *ctx);
 
@@ -154,8 +154,7 @@ int lite_flow_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *h
 /* A credit-consuming message no longer occupies memory here. */
 void lite_flow_freed(struct lite_ctx *ctx, int peer);
 /* A receive matched a rendezvous announcement of `len` bytes, sender id `id`. */
-void lite_flow_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_t len,
-                           uint64_t id);
+void lite_flow_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_t len, uint64_t id);
 /* Control messages (channel LITE_CHAN_CTRL). */
 int lite_flow_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr,
                          void **dst);

@@ -41,8 +41,8 @@ bool lite_any_peer_lost(const struct lite_ctx *ctx)
     return false;
 }
 
-struct lite_request *lite_request_new(uint8_t kind, uint8_t chan, int peer, uint64_t tag,
-                                      void *buf, size_t len)
+struct lite_request *lite_request_new(uint8_t kind, uint8_t chan, int peer, uint64_t tag, void *buf,
+                                      size_t len)
 {
     struct lite_request *r = calloc(1, sizeof(*r));
     if (!r)
@@ -224,8 +224,8 @@ static void rts_arrived(struct lite_ctx *ctx, int peer)
     }
     struct lite_unexp *u = calloc(1, sizeof(*u));
     if (!u) {
-        LITE_ERROR("rank %d: out of memory for a rendezvous announcement from rank %d",
-                   ctx->s.rank, peer);
+        LITE_ERROR("rank %d: out of memory for a rendezvous announcement from rank %d", ctx->s.rank,
+                   peer);
         return;
     }
     u->tag = p->rx_hdr.tag;
@@ -365,8 +365,8 @@ static int check_peer(struct lite_ctx *ctx, int peer, const char *op)
 }
 
 /* A send to this rank goes straight through the matching code, as if it had arrived. */
-static int send_self(struct lite_ctx *ctx, uint8_t chan, uint64_t tag, const void *buf,
-                     size_t len, struct lite_request *r)
+static int send_self(struct lite_ctx *ctx, uint8_t chan, uint64_t tag, const void *buf, size_t len,
+                     struct lite_request *r)
 {
     struct lite_msg_hdr h = {.tag = tag, .len = len, .channel = chan};
     void *dst, *token;
@@ -553,14 +553,14 @@ LITE_API int lite_irecv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size
 
 static int64_t op_deadline(struct lite_ctx *ctx, int timeout_ms)
 {
-    return lite_deadline_ns(timeout_ms == LITE_TIMEOUT_DEFAULT ? ctx->s.op_timeout_ms
-                                                               : timeout_ms);
+    return lite_deadline_ns(timeout_ms == LITE_TIMEOUT_DEFAULT ? ctx->s.op_timeout_ms : timeout_ms);
 }
 
 static const char *op_name(const struct lite_request *r)
 {
-    return r->kind == LITE_REQ_SEND ? "send to" : r->kind == LITE_REQ_RECV ? "recv from"
-                                                                          : "one-sided op with";
+    return r->kind == LITE_REQ_SEND   ? "send to"
+           : r->kind == LITE_REQ_RECV ? "recv from"
+                                      : "one-sided op with";
 }
 
 static void fill_status(const struct lite_request *r, lite_status_t *st)

@@ -110,7 +110,7 @@ static void test_named_ok(void **state)
     assert_ptr_equal(out, &fake_tcp);
 }
 
-/* NULL ops become -ENOSYS stubs; provided ops are kept. */
+/* NULL ops become -ENOSYS defaults; provided ops are kept. */
 static void test_fill_enosys(void **state)
 {
     struct lite_transport_ops ops;

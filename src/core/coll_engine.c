@@ -813,11 +813,10 @@ void lite_coll_fini(struct lite_ctx *ctx)
         if (!op)
             return;
         reg_remove(op);
-        /* lite_finalize closed the transport first, which completed every transfer still in
-         * flight: release those requests with their op. One not yet done (not expected) is
-         * left to the core rather than freed under it. */
+        /* lite_finalize has closed the transport (nothing refers to these transfers any more)
+         * and flow.c has let go of its rendezvous lists: release them with their op. */
         for (int i = 0; i < op->npend; i++)
-            if (op->pend[i].r && op->pend[i].r->state == LITE_REQ_DONE)
+            if (op->pend[i].r)
                 lite_request_release(op->pend[i].r);
         lite_coll_op_free(op);
     }

@@ -154,8 +154,8 @@ LITE_API int lite_finalize(lite_ctx_t *ctx)
         ctx->tp = NULL;
     }
     lite_mr_fini(ctx);
+    lite_flow_fini(ctx); /* before coll_fini, which frees requests flow.c may still list */
     lite_coll_fini(ctx);
-    lite_flow_fini(ctx);
     lite_imm_fini(ctx);
     lite_p2p_fini(ctx);
     free(ctx->peers);

@@ -157,6 +157,14 @@ int lite_sock_resolve(const char *host, uint16_t port, struct sockaddr_storage *
 int lite_sock_tcp(int family);
 /* Numeric host and port of a socket address. */
 void lite_sock_name(const struct sockaddr_storage *ss, char *host, size_t hostlen, uint16_t *port);
+/* A socket address as bytes for address blobs: family (AF_INET / AF_INET6) in *family, then
+ * out[0..1] the port (network order) and out[2..17] the address (IPv4 in the first 4 bytes). */
+#define LITE_SOCK_PACKED 18
+void lite_sock_pack(const struct sockaddr_storage *ss, uint8_t *family,
+                    uint8_t out[LITE_SOCK_PACKED]);
+/* The reverse; -LITE_ERR_PROTOCOL for an unknown family (bytes off the network). */
+int lite_sock_unpack(uint8_t family, const uint8_t in[LITE_SOCK_PACKED],
+                     struct sockaddr_storage *ss, socklen_t *sslen);
 /* Read or write exactly len bytes on a non-blocking socket before the deadline.
  * 0, -ETIMEDOUT, -LITE_ERR_PEER_LOST (EOF or reset) or -errno. */
 int lite_sock_read_full(int fd, void *buf, size_t len, int64_t deadline_ns);

@@ -114,3 +114,41 @@ int lite_sock_write_full(int fd, const void *buf, size_t len, int64_t deadline_n
     }
     return 0;
 }
+
+void lite_sock_pack(const struct sockaddr_storage *ss, uint8_t *family,
+                    uint8_t out[LITE_SOCK_PACKED])
+{
+    memset(out, 0, LITE_SOCK_PACKED);
+    *family = (uint8_t)ss->ss_family;
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        memcpy(out, &a->sin6_port, 2);
+        memcpy(out + 2, &a->sin6_addr, 16);
+    } else {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        memcpy(out, &a->sin_port, 2);
+        memcpy(out + 2, &a->sin_addr, 4);
+    }
+}
+
+int lite_sock_unpack(uint8_t family, const uint8_t in[LITE_SOCK_PACKED],
+                     struct sockaddr_storage *ss, socklen_t *sslen)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+        a->sin6_family = AF_INET6;
+        memcpy(&a->sin6_port, in, 2);
+        memcpy(&a->sin6_addr, in + 2, 16);
+        *sslen = sizeof(*a);
+    } else if (family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)ss;
+        a->sin_family = AF_INET;
+        memcpy(&a->sin_port, in, 2);
+        memcpy(&a->sin_addr, in + 2, 4);
+        *sslen = sizeof(*a);
+    } else {
+        return -LITE_ERR_PROTOCOL;
+    }
+    return 0;
+}

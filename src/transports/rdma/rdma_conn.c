@@ -227,16 +227,7 @@ int lite_rdma_addr_get(struct lite_transport *t, void *blob, size_t *len)
     uint8_t *b = blob;
     memset(b, 0, need);
     b[0] = 1;
-    b[1] = (uint8_t)t->addr.ss_family;
-    if (t->addr.ss_family == AF_INET6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&t->addr;
-        memcpy(b + 2, &a->sin6_port, 2);
-        memcpy(b + 4, &a->sin6_addr, 16);
-    } else {
-        struct sockaddr_in *a = (struct sockaddr_in *)&t->addr;
-        memcpy(b + 2, &a->sin_port, 2);
-        memcpy(b + 4, &a->sin_addr, 4);
-    }
+    lite_sock_pack(&t->addr, &b[1], b + 2);
     b[20] = (uint8_t)t->nrails;
     for (uint32_t r = 0; r < t->nrails; r++)
         memcpy(b + BLOB_FIXED + 16 * r, t->rails[r].gid, 16);
@@ -252,22 +243,7 @@ static int blob_parse(const uint8_t *b, size_t len, struct sockaddr_storage *ss,
         len != BLOB_FIXED + 16u * b[20])
         return -LITE_ERR_PROTOCOL;
     *nrails = b[20];
-    if (b[1] == AF_INET6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
-        a->sin6_family = AF_INET6;
-        memcpy(&a->sin6_port, b + 2, 2);
-        memcpy(&a->sin6_addr, b + 4, 16);
-        *sl = sizeof(*a);
-    } else if (b[1] == AF_INET) {
-        struct sockaddr_in *a = (struct sockaddr_in *)ss;
-        a->sin_family = AF_INET;
-        memcpy(&a->sin_port, b + 2, 2);
-        memcpy(&a->sin_addr, b + 4, 4);
-        *sl = sizeof(*a);
-    } else {
-        return -LITE_ERR_PROTOCOL;
-    }
-    return 0;
+    return lite_sock_unpack(b[1], b + 2, ss, sl);
 }
 
 /* Per-pair resources: slots, QPs, pre-posted receives. */

@@ -816,42 +816,17 @@ static int tcp_addr_get(struct lite_transport *t, void *blob, size_t *len)
     if (*len < BLOB_LEN)
         return -ENOSPC;
     uint8_t *b = blob;
-    memset(b, 0, BLOB_LEN);
-    b[0] = (uint8_t)t->addr.ss_family;
-    if (t->addr.ss_family == AF_INET6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&t->addr;
-        memcpy(b + 2, &a->sin6_port, 2);
-        memcpy(b + 4, &a->sin6_addr, 16);
-    } else {
-        struct sockaddr_in *a = (struct sockaddr_in *)&t->addr;
-        memcpy(b + 2, &a->sin_port, 2);
-        memcpy(b + 4, &a->sin_addr, 4);
-    }
+    b[1] = 0;
+    lite_sock_pack(&t->addr, &b[0], b + 2);
     *len = BLOB_LEN;
     return 0;
 }
 
 static int blob_to_addr(const uint8_t *b, size_t len, struct sockaddr_storage *ss, socklen_t *sl)
 {
-    memset(ss, 0, sizeof(*ss));
     if (len != BLOB_LEN)
         return -LITE_ERR_PROTOCOL;
-    if (b[0] == AF_INET6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
-        a->sin6_family = AF_INET6;
-        memcpy(&a->sin6_port, b + 2, 2);
-        memcpy(&a->sin6_addr, b + 4, 16);
-        *sl = sizeof(*a);
-    } else if (b[0] == AF_INET) {
-        struct sockaddr_in *a = (struct sockaddr_in *)ss;
-        a->sin_family = AF_INET;
-        memcpy(&a->sin_port, b + 2, 2);
-        memcpy(&a->sin_addr, b + 4, 4);
-        *sl = sizeof(*a);
-    } else {
-        return -LITE_ERR_PROTOCOL;
-    }
-    return 0;
+    return lite_sock_unpack(b[0], b + 2, ss, sl);
 }
 
 /* Wait for a non-blocking connect to finish; 0 or the errno it failed with. */

@@ -107,6 +107,10 @@ struct lite_tp_rma {
     uint64_t rkey[LITE_MAX_RAILS];
     bool has_imm; /* write only: count `imm` at the target after the data is in place */
     uint32_t imm;
+    /* The core vouches for the remote address and key: the target itself sent them for this very
+     * op (a rendezvous CTS), so a backend that confirms keys with the target before first use may
+     * skip that round trip. False for descriptors that came from the application. */
+    bool remote_trusted;
 };
 
 struct lite_core;      /* the core's side of a backend instance (opaque to backends) */

@@ -369,7 +369,8 @@ int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
                                          .remote_addr = ri.addr,
                                          .remote_offset = 0,
                                          .remote_core_key = ri.core_key,
-                                         .nrails = ri.nrails};
+                                         .nrails = ri.nrails,
+                                         .remote_trusted = true};
         memcpy(rv->write.rkey, ri.rkey, sizeof(rv->write.rkey));
         rv->cts_seen = true;
         /* Some backends report the RTS's own completion after the answer: wait for both. */

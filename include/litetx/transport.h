@@ -44,6 +44,10 @@ enum lite_transport_cap {
     LITE_CAP_ENCRYPTED = 1u << 5,    /* traffic is encrypted and peers authenticated */
     LITE_CAP_MULTI_RAIL = 1u << 6,   /* several NICs/rails per process */
     LITE_CAP_EMULATED_RMA = 1u << 7, /* one-sided ops are emulated over a byte stream */
+    /* A message posted to a peer after a write to it is delivered only once the write's data is
+     * in place there (one ordered stream per peer). The rendezvous then sends its FIN right
+     * behind the write instead of a round trip later. */
+    LITE_CAP_ORDERED_WRITE_MSG = 1u << 8,
 };
 
 /* Largest address blob a backend may publish for the bootstrap exchange. */

@@ -1,8 +1,8 @@
 /*
- * coll_alltoall.c - alltoall and alltoallv: every rank posts its receives, copies its own
- * segment and sends every other segment in one step (step 1), starting with the next rank so the
- * load spreads. Zero-length segments send nothing (the argument header still checks that the two
- * sides agree on the count).
+ * coll_alltoall.c - alltoall and alltoallv: every rank posts its receives, sends every other
+ * segment in one step (step 1), starting with the next rank so the load spreads, and copies its
+ * own segment while those are in flight. Zero-length segments send nothing (the argument header
+ * still checks that the two sides agree on the count).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -30,14 +30,15 @@ static int a2a_round(struct lite_coll_op *op, uint32_t t)
         }
         return 0;
     }
-    if (SCNT(op, me))
-        memcpy(op->rbuf + RDSP(op, me) * esz, op->sbuf + SDSP(op, me) * esz, SCNT(op, me) * esz);
     for (int i = 1; i < n; i++) {
         int p = (me + i) % n;
         if (SCNT(op, p) && (rc = lite_coll_send(op, p, 1, op->sbuf + SDSP(op, p) * esz,
                                                 SCNT(op, p) * esz, UINT32_MAX)))
             return rc;
     }
+    /* Own segment last: the copy overlaps with the sends (and their handshakes) in flight. */
+    if (SCNT(op, me))
+        memcpy(op->rbuf + RDSP(op, me) * esz, op->sbuf + SDSP(op, me) * esz, SCNT(op, me) * esz);
     return 0;
 }
 

@@ -15,7 +15,10 @@
  * receiver, once a receive matches it, registers the receive buffer and answers CTS with its
  * remote descriptor; the sender writes the payload one-sidedly into it and, when the write is
  * complete at the receiver, sends FIN; the receiver finishes the receive on FIN. On transports
- * with native RMA the payload moves with no copy at either end.
+ * with native RMA the payload moves with no copy at either end. On transports where a message
+ * cannot overtake an earlier write (LITE_CAP_ORDERED_WRITE_MSG: one byte stream per peer), the
+ * FIN goes right behind the write, saving the round trip of the write's acknowledgement; the
+ * send then completes when both the write and the FIN have.
  *
  * Control messages travel on LITE_CHAN_CTRL, take no credit, and are handled at once.
  */
@@ -36,12 +39,13 @@ struct lite_rndv {
     uint64_t peer_id; /* the other side's id */
     lite_mr_t *mr;    /* receiver: the registration of the receive buffer */
     int status;       /* sender: status of the write, carried in FIN */
+    int pending;      /* sender, ST_WRITE_FIN: write and FIN not yet complete */
     bool rts_done;    /* sender: the backend finished sending the RTS */
     bool cts_seen;    /* sender: the CTS arrived; `write` is ready */
     struct lite_tp_rma write;
     uint8_t msg[CTS_LEN]; /* payload of the RTS / CTS / FIN this side sends */
 };
-enum { ST_RTS = 1, ST_WRITE = 2, ST_FIN = 3, ST_CTS = 4 };
+enum { ST_RTS = 1, ST_WRITE = 2, ST_FIN = 3, ST_CTS = 4, ST_WRITE_FIN = 5 };
 
 static void put64(uint8_t *p, uint64_t v)
 {
@@ -290,11 +294,27 @@ static struct lite_request *take_by_id(struct lite_request **head, uint64_t id)
 
 static void start_write(struct lite_ctx *ctx, struct lite_request *r)
 {
-    r->rndv->stage = ST_WRITE;
-    int rc = ctx->ops.rma_post(ctx->tp, &r->rndv->write, r);
+    struct lite_rndv *rv = r->rndv;
+    rv->stage = ST_WRITE;
+    int rc = ctx->ops.rma_post(ctx->tp, &rv->write, r);
     if (rc) {
         lite_fail(ctx, rc, "rendezvous write to rank %d failed: %s", r->peer, lite_strerror(rc));
         lite_request_finish(r, rc);
+        return;
+    }
+    if (!(ctx->ops.caps & LITE_CAP_ORDERED_WRITE_MSG))
+        return; /* FIN when the write completes (lite_flow_send_done) */
+    /* The FIN cannot overtake the data: send it now. The write was checked against the
+     * receiver's own fresh registration, so its status is 0 unless the connection dies, and
+     * then the receiver never sees this FIN either. */
+    rv->stage = ST_WRITE_FIN;
+    rv->pending = 2;
+    put64(rv->msg, rv->peer_id);
+    put64(rv->msg + 8, 0);
+    rc = send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r);
+    if (rc) {
+        rv->pending = 1; /* the write still completes (with the connection's error) */
+        rv->status = rc;
     }
 }
 
@@ -422,6 +442,16 @@ bool lite_flow_send_done(struct lite_ctx *ctx, struct lite_request *r, int statu
         int rc = send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r);
         if (rc)
             lite_request_finish(r, rc);
+        return true;
+    }
+    if (rv->stage == ST_WRITE_FIN) {
+        if (status && !rv->status)
+            rv->status = status;
+        if (--rv->pending > 0)
+            return true;
+        if (!rv->status)
+            r->bytes = r->len;
+        lite_request_finish(r, rv->status);
         return true;
     }
     if (rv->stage == ST_FIN) {

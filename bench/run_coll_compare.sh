@@ -9,6 +9,14 @@
 # its 5 timed batches. 2 ranks are pinned one per core (--pin / --bind-to core); 4 ranks are
 # oversubscribed and unpinned (--oversubscribe --bind-to none), as in the peers' 05_mpi.sh.
 # Extra liblitetx variants: LITE_VARIANTS="SPIN0" adds a run with LITETX_SPIN_US=0 per round.
+# Gloo column: GLOO_BENCH=path of Gloo's benchmark binary (default /tmp/gloo/build/gloo/benchmark/
+# benchmark; built outside the repository, see ../shared/peers/06_gloo.sh; GLOO_BENCH=none skips it).
+# Per round, after liblitetx and MPI: one process per rank (2 ranks: taskset -c r; 4: unpinned),
+# tcp on lo, file rendezvous in $OUT/gloo_store, --no-verify, --iteration-time 1s (3s at 64 MiB).
+# Its figure is Gloo's p50 per-op latency (not a median of batches); min/max in raw.log are Gloo's
+# per-op min/max. Rows: allreduce = the faster of allreduce_ring and allreduce_ring_chunked that
+# round (both also as gloo-only rows), a2a_1MiB_tot = alltoall with --elements 1MiB/(8*np) (Gloo's
+# alltoall sends np*elements uint64 per rank: 1 MiB send buffer), barrier = barrier_all_to_all.
 # Output: raw RESULT lines in $OUT/raw.log, and a table of medians over runs on stdout.
 set -u
 BUILD=${1:?usage: run_coll_compare.sh BUILD_DIR [RUNS] [NPS]}
@@ -28,6 +36,12 @@ if command -v mpicc > /dev/null && [ -f "$PEERS/mpi_coll.c" ]; then
 fi
 [ -z "$MPI" ] && echo "# Open MPI not available: liblitetx only" >&2
 
+GLOO=${GLOO_BENCH:-/tmp/gloo/build/gloo/benchmark/benchmark}
+if [ ! -x "$GLOO" ]; then
+    echo "# Gloo benchmark not found ($GLOO; set GLOO_BENCH): no gloo column" >&2
+    GLOO=""
+fi
+
 run_lite() { # np tag [env...]
     local np=$1 tag=$2
     shift 2
@@ -45,11 +59,60 @@ run_mpi() { # np
         < /dev/null | grep '^RESULT' | sed "s/^RESULT/RESULT openmpi/" >> "$RAW"
 }
 
+gloo_case() { # np bench elements iteration_time -> rank 0's "min p50 p99 max iterations" in us
+    local np=$1 bench=$2 el=$3 it=$4 store=$OUT/gloo_store pids="" r p rc=0 pin
+    rm -rf "$store" && mkdir -p "$store"
+    for r in $(seq $((np - 1)) -1 0); do
+        pin=""
+        [ "$np" -le 2 ] && pin="taskset -c $r"
+        timeout 180 $pin "$GLOO" --size "$np" --rank "$r" --shared-path "$store" --prefix "$bench-$el-$$" \
+            --transport tcp --tcp-device lo --no-verify --nanos --elements "$el" --iteration-time "$it" \
+            "$bench" > "$OUT/gloo_r$r.out" 2>&1 < /dev/null &
+        pids="$pids $!"
+    done
+    for p in $pids; do wait "$p" || rc=$?; done
+    rm -rf "$store"
+    { echo "== np=$np $bench elements=$el rc=$rc"; cat "$OUT/gloo_r0.out"; } >> "$OUT/gloo.log"
+    # result row: size elements min p50 p99 max bandwidth iterations (--nanos: times in ns)
+    local row=$(awk 'NF == 8 && $1 ~ /^[0-9]+$/ {l = $0} END {print l}' "$OUT/gloo_r0.out")
+    if [ "$rc" -ne 0 ] || [ -z "$row" ]; then
+        echo "# gloo $bench np=$np elements=$el failed (rc=$rc), see $OUT/gloo.log" >&2
+        return
+    fi
+    echo "$row" | awk '{printf "%.2f %.2f %.2f %.2f %d\n", $3 / 1e3, $4 / 1e3, $5 / 1e3, $6 / 1e3, $8}'
+}
+
+gloo_row() { # name np bytes "min p50 p99 max iterations" [extra]
+    [ -z "$4" ] && return
+    set -- "$1" "$2" "$3" $4 "${5:-}"
+    echo "RESULT gloo $1 np=$2 bytes=$3 iters=$8 gloo_p50_us min=$4 med=$5 max=$7 p99=$6${9:+ $9}" >> "$RAW"
+}
+
+run_gloo() { # np
+    local np=$1 bytes el it ring chunked el_a2a=$(((1 << 20) / ($1 * 8)))
+    for bytes in 4096 1048576 67108864; do
+        el=$((bytes / 4)) it=1s
+        [ "$bytes" -ge 67108864 ] && it=3s
+        ring=$(gloo_case "$np" allreduce_ring $el $it)
+        chunked=$(gloo_case "$np" allreduce_ring_chunked $el $it)
+        gloo_row allreduce_ring "$np" $bytes "$ring"
+        gloo_row allreduce_ring_chunked "$np" $bytes "$chunked"
+        if [ -n "$ring" ] && { [ -z "$chunked" ] || awk "BEGIN {exit !($(echo $ring | cut -d' ' -f2) <= $(echo $chunked | cut -d' ' -f2))}"; }; then
+            gloo_row allreduce "$np" $bytes "$ring" algo=ring
+        else
+            gloo_row allreduce "$np" $bytes "$chunked" algo=ring_chunked
+        fi
+    done
+    gloo_row a2a_1MiB_tot "$np" $((el_a2a * 8 * np)) "$(gloo_case "$np" alltoall $el_a2a 1s)"
+    gloo_row barrier "$np" 0 "$(gloo_case "$np" barrier_all_to_all 1 1s)"
+}
+
 for np in $NPS; do
     for i in $(seq "$RUNS"); do
         echo "# np=$np run $i/$RUNS (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
         run_lite "$np" liblitetx
         [ -n "$MPI" ] && run_mpi "$np"
+        [ -n "$GLOO" ] && run_gloo "$np"
         for v in $VARIANTS; do
             [ "$v" = SPIN0 ] && run_lite "$np" liblitetx_spin0 LITETX_SPIN_US=0
         done

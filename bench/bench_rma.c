@@ -3,6 +3,7 @@
  * fabtests' `fi_rma_bw -o writedata` so the two can be compared side by side:
  *
  *   litetx-run -n 2 [--transport efa] bench_rma [-s 64K,1M,16M] [-r REPS] [-W WINDOW] [-I ITERS]
+ *                                               [-P PAGE]
  *
  * Rank 0 posts WINDOW writes with an immediate into the same window of rank 1, waits for all of
  * them to complete (on liblitetx a write completes when its data is in place at the target),
@@ -12,6 +13,11 @@
  * Defaults follow the peers' fabtests runs (../shared/peers): ITERS 10000 / 2000 / 200 at
  * 64 KiB / 1 MiB / 16 MiB, WINDOW 64 (16 from 16 MiB). MB/s are decimal (1e6 bytes/s).
  * Every wait is bounded; a failure exits non-zero.
+ *
+ * -P PAGE: the KV-cache shape instead. Each op of SIZE bytes is one lite_write_paged of SIZE/PAGE
+ * pages, page i of the source going to page perm[i] of the target (a fixed shuffle), with an
+ * immediate per page; the target waits for (WARMUP + ITERS) x SIZE/PAGE counts and checks every
+ * page landed where the shuffle says. Compare with the plain run at the same SIZE.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -87,6 +93,7 @@ int main(int argc, char **argv)
     size_t sizes[MAX_SIZES] = {65536, 1u << 20, 16u << 20};
     int nsizes = 3, reps = 5;
     long iters_opt = 0, window_opt = 0;
+    size_t page = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-s") && i + 1 < argc) {
             nsizes = 0;
@@ -101,14 +108,20 @@ int main(int argc, char **argv)
             iters_opt = atol(argv[++i]);
         } else if (!strcmp(argv[i], "-W") && i + 1 < argc) {
             window_opt = atol(argv[++i]);
+        } else if (!strcmp(argv[i], "-P") && i + 1 < argc) {
+            if (!(page = parse_size(argv[++i])))
+                DIE(NULL, "bad page size %s", argv[i]);
         } else {
             fprintf(stderr, "usage: litetx-run -n 2 bench_rma [-s 64K,1M,16M] [-r REPS] "
-                            "[-W WINDOW] [-I ITERS]\n");
+                            "[-W WINDOW] [-I ITERS] [-P PAGE]\n");
             return 2;
         }
     }
     if (reps < 1 || reps > MAX_REPS || iters_opt < 0 || window_opt < 0 || nsizes < 1)
         DIE(NULL, "bad options");
+    for (int i = 0; page && i < nsizes; i++)
+        if (sizes[i] % page)
+            DIE(NULL, "size %zu is not a multiple of the page size %zu", sizes[i], page);
 
     lite_config_t cfg = lite_config_default();
     lite_ctx_t *ctx = NULL;
@@ -130,13 +143,17 @@ int main(int argc, char **argv)
     lite_rdesc_t descs[2];
     CHECK_RC(ctx, lite_mr_exchange(ctx, mr, descs, WAIT_MS));
     lite_request_t **win = calloc(256, sizeof(*win));
-    if (!win)
+    /* Paged mode: source page i goes to page perm[i] (same shuffle on both ranks). */
+    size_t maxpages = page ? max / page : 0;
+    uint32_t *src_pages = calloc(maxpages + 1, sizeof(uint32_t));
+    uint32_t *perm = calloc(maxpages + 1, sizeof(uint32_t));
+    if (!win || !src_pages || !perm)
         DIE(ctx, "out of memory");
     if (g_rank == 0)
-        printf("# bench_rma: write_imm bandwidth rank 0 -> 1, transport %s\n"
+        printf("# bench_rma: write_imm bandwidth rank 0 -> 1, transport %s%s\n"
                "%10s %8s %6s %12s %23s\n",
-               lite_transport_name(ctx), "bytes", "iters", "window", "MB/s_median",
-               "[min-max] over reps");
+               lite_transport_name(ctx), page ? ", paged" : "", "bytes", "iters", "window",
+               "MB/s_median", "[min-max] over reps");
 
     for (int si = 0; si < nsizes; si++) {
         size_t size = sizes[si];
@@ -146,6 +163,19 @@ int main(int argc, char **argv)
             window = 256;
         long warm = iters / 10 + 1;
         uint32_t imm = 0x100u + (uint32_t)si;
+        size_t npages = page ? size / page : 1;
+        if (page) {
+            uint64_t x = 0x2545F4914F6CDD1Dull ^ size;
+            for (size_t i = 0; i < npages; i++)
+                src_pages[i] = perm[i] = (uint32_t)i;
+            for (size_t i = npages; i > 1; i--) { /* Fisher-Yates, xorshift */
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                size_t j = (size_t)(x % i);
+                uint32_t t = perm[i - 1];
+                perm[i - 1] = perm[j];
+                perm[j] = t;
+            }
+        }
         double mbs[MAX_REPS];
         for (int rep = 0; rep < reps; rep++) {
             if (g_rank == 0)
@@ -158,7 +188,13 @@ int main(int argc, char **argv)
                 for (long i = 0; i < warm + iters; i++) {
                     if (i == warm)
                         t0 = now_s();
-                    CHECK_RC(ctx, lite_write_imm(ctx, 1, mr, 0, &descs[1], 0, size, imm, &win[j]));
+                    if (page)
+                        CHECK_RC(ctx,
+                                 lite_write_paged(ctx, 1, mr, src_pages, &descs[1], perm, npages,
+                                                  page, imm, LITE_WRITE_WITH_IMM, &win[j]));
+                    else
+                        CHECK_RC(ctx,
+                                 lite_write_imm(ctx, 1, mr, 0, &descs[1], 0, size, imm, &win[j]));
                     if (++j == window || i + 1 == warm + iters) {
                         for (long k = 0; k < j; k++)
                             CHECK_RC(ctx, lite_wait(ctx, win[k], WAIT_MS, NULL));
@@ -167,15 +203,18 @@ int main(int argc, char **argv)
                 }
                 mbs[rep] = (double)iters * (double)size / (now_s() - t0) / 1e6;
             } else {
-                CHECK_RC(ctx, lite_imm_wait(ctx, imm, (uint64_t)(warm + iters), WAIT_MS));
+                CHECK_RC(ctx, lite_imm_wait(ctx, imm, (uint64_t)(warm + iters) * npages, WAIT_MS));
                 uint64_t left = 99;
                 CHECK_RC(ctx, lite_imm_peek(ctx, imm, &left));
                 if (left != 0)
                     DIE(ctx, "%zu B: %llu immediates more than writes", size,
                         (unsigned long long)left);
-                for (size_t i = 0; i < size; i++)
-                    if (buf[i] != pattern(size + (size_t)rep, i))
-                        DIE(ctx, "%zu B: byte %zu wrong", size, i);
+                for (size_t i = 0; i < size; i++) {
+                    /* byte i of the source landed at the same offset of page perm[i / page] */
+                    size_t at = page ? (size_t)perm[i / page] * page + i % page : i;
+                    if (buf[at] != pattern(size + (size_t)rep, i))
+                        DIE(ctx, "%zu B: byte %zu wrong", size, at);
+                }
             }
             CHECK_RC(ctx, lite_barrier(ctx, WAIT_MS));
         }
@@ -191,6 +230,8 @@ int main(int argc, char **argv)
     CHECK_RC(ctx, lite_mr_dereg(ctx, mr));
     CHECK_RC(ctx, lite_finalize(ctx));
     free(win);
+    free(src_pages);
+    free(perm);
     free(buf);
     return 0;
 }

@@ -115,6 +115,9 @@ struct lite_tp_rma {
      * op (a rendezvous CTS), so a backend that confirms keys with the target before first use may
      * skip that round trip. False for descriptors that came from the application. */
     bool remote_trusted;
+    /* More ops follow at once (a batch, like libfabric's FI_MORE): the backend may hold this one
+     * and send it with the next; the last op of a batch has `more` false. */
+    bool more;
 };
 
 struct lite_core;      /* the core's side of a backend instance (opaque to backends) */

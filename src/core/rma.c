@@ -8,11 +8,22 @@
 
 #include "ctx.h"
 
-/* One op of a batch: resolve, check, and post (or do locally when peer is this rank). */
-static int post_one(struct lite_ctx *ctx, struct lite_request *req, int kind, int peer,
-                    struct lite_mr *local, size_t local_off, const lite_rdesc_t *remote,
-                    size_t remote_off, size_t len, bool has_imm, uint32_t imm)
+/* One op to post: where it goes and whether more of its batch follow at once. */
+struct one_op {
+    int kind, peer;
+    size_t local_off, remote_off, len;
+    bool has_imm, more;
+    uint32_t imm;
+};
+
+/* One op of a batch: resolve, check, and post (or do locally when peer is this rank). `parsed`,
+ * when not NULL, is `remote` already parsed for this peer (a batch to one region parses once). */
+static int post_one(struct lite_ctx *ctx, struct lite_request *req, struct lite_mr *local,
+                    const lite_rdesc_t *remote, const struct lite_rdesc_info *parsed,
+                    const struct one_op *o)
 {
+    int kind = o->kind, peer = o->peer;
+    size_t local_off = o->local_off, remote_off = o->remote_off, len = o->len;
     if (!local || !remote)
         return lite_fail(ctx, -EINVAL, "one-sided op: NULL region or descriptor");
     if (peer < 0 || peer >= ctx->s.world_size)
@@ -22,8 +33,10 @@ static int post_one(struct lite_ctx *ctx, struct lite_request *req, int kind, in
                          "one-sided op: local range [%zu, +%zu) outside the %zu-byte region",
                          local_off, len, local->len);
     struct lite_rdesc_info ri;
-    int rc = lite_rdesc_parse(ctx, remote, peer, &ri);
-    if (rc)
+    int rc = 0;
+    if (parsed)
+        ri = *parsed;
+    else if ((rc = lite_rdesc_parse(ctx, remote, peer, &ri)))
         return rc;
     if (remote_off > ri.len || len > ri.len - remote_off)
         return lite_fail(ctx, -ERANGE,
@@ -49,8 +62,8 @@ static int post_one(struct lite_ctx *ctx, struct lite_request *req, int kind, in
             if (len)
                 memmove(kind == LITE_RMA_WRITE ? taddr : laddr,
                         kind == LITE_RMA_WRITE ? laddr : taddr, len);
-            if (kind == LITE_RMA_WRITE && has_imm)
-                lite_imm_arrived((struct lite_core *)ctx, peer, imm);
+            if (kind == LITE_RMA_WRITE && o->has_imm)
+                lite_imm_arrived((struct lite_core *)ctx, peer, o->imm);
             lite_mr_target_done((struct lite_core *)ctx, token);
         }
         if (rc && !req->error)
@@ -66,8 +79,9 @@ static int post_one(struct lite_ctx *ctx, struct lite_request *req, int kind, in
                             .remote_offset = remote_off,
                             .remote_core_key = ri.core_key,
                             .nrails = ri.nrails,
-                            .has_imm = has_imm,
-                            .imm = imm};
+                            .has_imm = o->has_imm,
+                            .imm = o->imm,
+                            .more = o->more};
     memcpy(r.rkey, ri.rkey, sizeof(r.rkey));
     req->pending_ops++;
     rc = ctx->ops.rma_post(ctx->tp, &r, req);
@@ -121,7 +135,14 @@ static int single(struct lite_ctx *ctx, int kind, int peer, lite_mr_t *local, si
     if (!r)
         return lite_fail(ctx, -ENOMEM, "one-sided op: out of memory");
     r->len = len;
-    int rc = post_one(ctx, r, kind, peer, local, local_off, remote, remote_off, len, has_imm, imm);
+    struct one_op o = {.kind = kind,
+                       .peer = peer,
+                       .local_off = local_off,
+                       .remote_off = remote_off,
+                       .len = len,
+                       .has_imm = has_imm,
+                       .imm = imm};
+    int rc = post_one(ctx, r, local, remote, NULL, &o);
     if (rc) {
         lite_request_release(r); /* nothing was posted */
         return rc;
@@ -173,14 +194,25 @@ LITE_API int lite_write_paged(lite_ctx_t *ctx, int peer, lite_mr_t *local,
                              "write_paged: source page %u is outside the local region",
                              src_pages[i]);
     }
+    struct lite_rdesc_info ri;
+    int rc = 0;
+    if (npages && remote && peer >= 0 && peer < ctx->s.world_size &&
+        (rc = lite_rdesc_parse(ctx, remote, peer, &ri)))
+        return rc;
     struct lite_request *r = batch_new(ctx, peer);
     if (!r)
         return lite_fail(ctx, -ENOMEM, "write_paged: out of memory");
-    int rc = 0;
-    for (size_t i = 0; i < npages && !rc; i++)
-        rc = post_one(ctx, r, LITE_RMA_WRITE, peer, local, (size_t)src_pages[i] * page_size, remote,
-                      (size_t)dst_pages[i] * page_size, page_size,
-                      (flags & LITE_WRITE_WITH_IMM) != 0, imm);
+    for (size_t i = 0; i < npages && !rc; i++) {
+        struct one_op o = {.kind = LITE_RMA_WRITE,
+                           .peer = peer,
+                           .local_off = (size_t)src_pages[i] * page_size,
+                           .remote_off = (size_t)dst_pages[i] * page_size,
+                           .len = page_size,
+                           .has_imm = (flags & LITE_WRITE_WITH_IMM) != 0,
+                           .imm = imm,
+                           .more = i + 1 < npages};
+        rc = post_one(ctx, r, local, remote, &ri, &o);
+    }
     if (rc && r->pending_ops == 1) {
         lite_request_release(r);
         return rc;
@@ -203,11 +235,21 @@ LITE_API int lite_write_scatter(lite_ctx_t *ctx, lite_mr_t *local,
     if (!r)
         return lite_fail(ctx, -ENOMEM, "write_scatter: out of memory");
     int rc = 0;
-    size_t bytes = 0;
+    size_t bytes = 0, last_remote = 0; /* the batch ends at its last entry for a peer */
+    for (size_t i = 0; i < n; i++)
+        if (entries[i].peer != ctx->s.rank)
+            last_remote = i;
     for (size_t i = 0; i < n && !rc; i++) {
         const lite_scatter_entry_t *e = &entries[i];
-        rc = post_one(ctx, r, LITE_RMA_WRITE, e->peer, local, e->local_off, e->remote,
-                      e->remote_off, e->len, (e->flags & LITE_WRITE_WITH_IMM) != 0, e->imm);
+        struct one_op o = {.kind = LITE_RMA_WRITE,
+                           .peer = e->peer,
+                           .local_off = e->local_off,
+                           .remote_off = e->remote_off,
+                           .len = e->len,
+                           .has_imm = (e->flags & LITE_WRITE_WITH_IMM) != 0,
+                           .imm = e->imm,
+                           .more = i < last_remote};
+        rc = post_one(ctx, r, local, e->remote, NULL, &o);
         bytes += e->len;
     }
     if (rc && r->pending_ops == 1) {

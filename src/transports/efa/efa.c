@@ -15,7 +15,8 @@
 
 #define CLOSE_DRAIN_MS 2000
 #define TICK_MS        5
-#define POLL_SLEEP_NS  50000 /* between polls when the CQs cannot be slept on */
+#define POLL_SLEEP_NS  50000  /* between polls when the CQs cannot be slept on */
+#define IDLE_SPIN_NS   200000 /* ... after polling this long first */
 
 static int efa_probe(char *why, size_t why_len)
 {
@@ -36,7 +37,7 @@ static int poll_once(struct lite_transport *t)
     int n = lite_efa_cq_poll(t);
     n += lite_efa_msg_flush(t);
     n += lite_efa_rma_flush(t);
-    int64_t now = lite_now_ns();
+    int64_t now = lite_efa_clock();
     if (now >= t->next_tick_ns) {
         t->next_tick_ns = now + (int64_t)TICK_MS * 1000000;
         lite_efa_peer_tick(t);
@@ -69,12 +70,18 @@ static int efa_progress(struct lite_transport *t, int timeout_ms)
     int n = poll_once(t);
     if (n > 0 || t->events > 0 || timeout_ms == 0)
         return n + t->events;
-    int64_t deadline = lite_deadline_ns(timeout_ms);
-    while (lite_now_ns() < deadline) {
-        wait_some(t, lite_ms_left(deadline, 1000));
+    int64_t now = lite_now_ns();
+    int64_t deadline = now + (int64_t)timeout_ms * 1000000;
+    /* Without a wait fd a nap is blind: on shm the peer's next op (a write, whose copy this
+     * side performs) would wait for it to end. So poll a little before the first nap. */
+    int64_t spin_until = t->use_wait ? now : now + IDLE_SPIN_NS;
+    while (now < deadline) {
+        if (now >= spin_until)
+            wait_some(t, lite_ms_left(deadline, 1000));
         n = poll_once(t);
         if (n > 0 || t->events > 0)
             return n + t->events;
+        now = lite_now_ns();
     }
     return 0;
 }

@@ -21,6 +21,7 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "efa_plan.h"
 #include "lite_int.h"
@@ -284,6 +285,21 @@ struct lite_transport {
     int epfd;
     int events; /* upcalls made during this progress call */
 };
+
+/* The clock of liveness bookkeeping (ticks, keepalives, stuck posts: all in milliseconds):
+ * CLOCK_MONOTONIC_COARSE reads a value the kernel updates every tick, a few ns per call where
+ * CLOCK_MONOTONIC costs ~45 ns in a VM (kvm-clock), and the hot paths (every poll, every post)
+ * read it. Only compared with itself; deadlines use lite_now_ns(). */
+static inline int64_t lite_efa_clock(void)
+{
+    struct timespec ts;
+#ifdef CLOCK_MONOTONIC_COARSE
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+#else
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
 
 /* efa_rail.c */
 int lite_efa_rail_open(struct lite_transport *t, uint32_t i, struct fi_info *info);

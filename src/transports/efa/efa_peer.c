@@ -45,7 +45,7 @@ void lite_efa_peer_init(struct lite_transport *t, int peer, const struct lite_ef
     struct efa_peer *p = &t->peers[peer];
     p->nrails = b->nrails < t->nrails ? b->nrails : t->nrails;
     p->pid = b->pid;
-    p->last_tx_ns = lite_now_ns();
+    p->last_tx_ns = lite_efa_clock();
     if (t->pid_watch && p->pidfd < 0 && b->pid) {
         p->pidfd = pidfd_open_((pid_t)b->pid);
         if (p->pidfd < 0)
@@ -99,7 +99,7 @@ void lite_efa_peer_stuck(struct lite_transport *t, int peer, bool stuck)
         return;
     }
     if (!p->stuck_since)
-        p->stuck_since = lite_now_ns();
+        p->stuck_since = lite_efa_clock();
 }
 
 /* Is the process gone? (shm peers only) */
@@ -155,7 +155,7 @@ static int probe_step(struct lite_transport *t, struct efa_peer *p, int64_t now)
 
 void lite_efa_peer_tick(struct lite_transport *t)
 {
-    int64_t now = lite_now_ns();
+    int64_t now = lite_efa_clock();
     for (int i = 0; i < t->world; i++) {
         struct efa_peer *p = &t->peers[i];
         if (i == t->rank || p->dead)

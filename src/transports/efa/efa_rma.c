@@ -13,6 +13,8 @@
  * memory. A hostile peer with its own code is still stopped by the provider's key check.
  * Cost: one round trip per (peer, region), then nothing; a region deregistered while a peer
  * still writes into it is the application's race (the provider refuses those writes as above).
+ * Ops the core marks remote_trusted (a rendezvous write into the buffer the target announced in
+ * its own CTS) skip the question: the target sent those keys itself, for that op.
  *
  * STRIPES. A write (or read) of at least 2 x stripe_min bytes is cut into one stripe per rail
  * (efa_plan.h) and the stripes go out at once. A striped write with an immediate must count
@@ -257,6 +259,26 @@ int lite_efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, voi
     m->op = op;
     m->peer = r->peer;
     m->r = *r;
+    if (r->remote_trusted) {
+        /* The target sent this descriptor itself for this very op (a rendezvous CTS): its keys
+         * and address are what QREPLY would say, and the region lives until the op is over.
+         * No round trip, and nothing cached (the region is gone after the op). */
+        struct efa_qent q = {.key = r->remote_core_key,
+                             .state = QENT_VALID,
+                             .base = r->remote_addr,
+                             .len = r->remote_offset + r->len,
+                             .access = r->kind == LITE_RMA_WRITE ? LITE_TP_ACCESS_REMOTE_WRITE
+                                                                 : LITE_TP_ACCESS_REMOTE_READ,
+                             .nrails = r->nrails};
+        if (q.nrails == 0 || q.nrails > LITE_MAX_RAILS || r->remote_offset + r->len < r->len) {
+            free(m);
+            return -EINVAL;
+        }
+        memcpy(q.rkey, r->rkey, sizeof(q.rkey));
+        link_op(p, m);
+        start(t, m, &q, true);
+        return 0;
+    }
     struct efa_qent *q = qfind(p, r->remote_core_key);
     if (!q) {
         q = calloc(1, sizeof(*q));

@@ -70,6 +70,8 @@ struct conn {
     bool eof;
     bool bye; /* the peer announced an orderly close */
     bool out_armed;
+    bool in_rx; /* inside conn_rx: answers wait in txq and leave together at its end */
+    bool held;  /* frames wait in txq for the end of a batch (lite_tp_rma.more) */
     struct tx_op *txq, *txq_tail;
     uint8_t *stage;
     size_t lo, hi;
@@ -103,6 +105,7 @@ struct lite_transport {
     bool closing;
     struct tx_op *free_ops;
     unsigned polls;
+    bool held; /* some connection has held frames */
 };
 
 /* epoll data: conns by pointer, the listener by this marker. */
@@ -180,6 +183,7 @@ static void conn_fail(struct lite_transport *t, struct conn *c, int code, const 
 /* Write as much of the queue as the socket takes, gathering several frames per call. */
 static void conn_flush(struct lite_transport *t, struct conn *c)
 {
+    c->held = false;
     while (c->txq && !c->dead) {
         struct iovec iov[MAX_IOV];
         int n = 0;
@@ -232,8 +236,8 @@ static void conn_flush(struct lite_transport *t, struct conn *c)
         ep_set(t, c, false);
 }
 
-static int enqueue(struct lite_transport *t, struct conn *c, const struct lite_wire_hdr *h,
-                   const void *payload, uint8_t on_done, void *op)
+static int enqueue_frame(struct lite_transport *t, struct conn *c, const struct lite_wire_hdr *h,
+                         const void *payload, uint8_t on_done, void *op, bool flush)
 {
     struct tx_op *o = op_get(t);
     if (!o)
@@ -251,9 +255,26 @@ static int enqueue(struct lite_transport *t, struct conn *c, const struct lite_w
     else
         c->txq = o;
     c->txq_tail = o;
-    if (was_empty)
+    if (!flush) {
+        c->held = t->held = true;
+        return 0;
+    }
+    if (t->held) {
+        /* the end of a batch: send what it held, on every connection */
+        t->held = false;
+        for (int p = 0; p < t->world; p++)
+            if (t->conns[p].held && &t->conns[p] != c)
+                conn_flush(t, &t->conns[p]);
+    }
+    if (was_empty || c->held)
         conn_flush(t, c); /* latency: try to send now rather than on the next progress */
     return 0;
+}
+
+static int enqueue(struct lite_transport *t, struct conn *c, const struct lite_wire_hdr *h,
+                   const void *payload, uint8_t on_done, void *op)
+{
+    return enqueue_frame(t, c, h, payload, on_done, op, true);
 }
 
 static int tcp_msg_send(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
@@ -353,8 +374,10 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
     } else {
         h.type = LITE_WIRE_READ_REQ;
     }
-    /* Completion comes with the peer's answer, not when the bytes leave. */
-    int rc = enqueue(t, c, &h, r->kind == LITE_RMA_WRITE ? r->local : NULL, TX_DONE_NONE, NULL);
+    /* Completion comes with the peer's answer, not when the bytes leave. Frames of a batch
+     * leave together (one gathered sendmsg) when its last op is posted. */
+    int rc = enqueue_frame(t, c, &h, r->kind == LITE_RMA_WRITE ? r->local : NULL, TX_DONE_NONE,
+                           NULL, !r->more);
     if (rc)
         slot_put(c, sl);
     return rc;
@@ -392,7 +415,9 @@ static void send_answer(struct lite_transport *t, struct conn *c, uint8_t type, 
                         int status)
 {
     struct lite_wire_hdr h = {.type = type, .tag = id, .status = status};
-    if (enqueue(t, c, &h, NULL, TX_DONE_NONE, NULL) != 0)
+    /* Inside conn_rx the answers to a burst of writes (e.g. the pages of a paged write) are
+     * gathered into one sendmsg at its end instead of one system call each. */
+    if (enqueue_frame(t, c, &h, NULL, TX_DONE_NONE, NULL, !c->in_rx) != 0)
         conn_fail(t, c, -ENOMEM, "out of memory for a one-sided answer");
 }
 
@@ -563,7 +588,7 @@ static int parse_stage(struct lite_transport *t, struct conn *c, const char **wh
     return 0;
 }
 
-static void conn_rx(struct lite_transport *t, struct conn *c)
+static void conn_rx_frames(struct lite_transport *t, struct conn *c)
 {
     const char *why = "protocol error";
     for (int iter = 0; iter < 64 && !c->dead && c->fd >= 0; iter++) {
@@ -650,6 +675,15 @@ static void conn_rx(struct lite_transport *t, struct conn *c)
             return;
         }
     }
+}
+
+static void conn_rx(struct lite_transport *t, struct conn *c)
+{
+    c->in_rx = true;
+    conn_rx_frames(t, c);
+    c->in_rx = false;
+    if (c->txq && !c->dead && c->fd >= 0)
+        conn_flush(t, c);
 }
 
 static void accept_new(struct lite_transport *t)

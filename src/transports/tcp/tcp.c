@@ -597,6 +597,8 @@ static void conn_rx_frames(struct lite_transport *t, struct conn *c)
         bool direct =
             c->rx_state == RX_PAYLOAD && c->lo == c->hi && c->dst && c->remaining >= DIRECT_MIN;
         if (direct) {
+            if (c->held)
+                conn_flush(t, c); /* answers go before a long read keeps us here */
             n = recv(c->fd, c->dst, (size_t)c->remaining, 0);
         } else {
             if (c->hi == STAGE_SIZE || (c->lo > 0 && STAGE_SIZE - c->hi < LITE_WIRE_HDR_LEN)) {

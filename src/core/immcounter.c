@@ -142,7 +142,11 @@ LITE_API int lite_imm_wait(lite_ctx_t *ctx, uint32_t imm, uint64_t expected, int
         return -EINVAL;
     int64_t deadline =
         lite_deadline_ns(timeout_ms == LITE_TIMEOUT_DEFAULT ? ctx->s.op_timeout_ms : timeout_ms);
+    /* Spin while arrivals keep coming, then sleep: one wait often covers a whole transfer, and
+     * on transports whose target side moves the data in its own progress (libfabric shm and
+     * tcp) a target that starts sleeping half-way through slows every later write. */
     int64_t spin_until = lite_now_ns() + ctx->spin_ns;
+    uint64_t seen = UINT64_MAX;
     for (;;) {
         struct lite_imm_entry *x = find(&ctx->imm, imm);
         uint64_t have = x ? x->count : 0;
@@ -164,6 +168,10 @@ LITE_API int lite_imm_wait(lite_ctx_t *ctx, uint32_t imm, uint64_t expected, int
         if (now >= deadline)
             return lite_fail(ctx, -ETIMEDOUT, "imm_wait(%#x): %llu of %llu arrived by the deadline",
                              imm, (unsigned long long)have, (unsigned long long)expected);
+        if (have != seen) {
+            seen = have;
+            spin_until = now + ctx->spin_ns;
+        }
         int rc = lite_progress_once(ctx, now < spin_until ? 0 : lite_ms_left(deadline, 100));
         if (rc < 0)
             return rc;

@@ -15,8 +15,9 @@
 
 #define CLOSE_DRAIN_MS 2000
 #define TICK_MS        5
-#define POLL_SLEEP_NS  50000  /* between polls when the CQs cannot be slept on */
-#define IDLE_SPIN_NS   200000 /* ... after polling this long first */
+#define POLL_SLEEP_NS  50000   /* first nap between polls when the CQs cannot be slept on, */
+#define NAP_MAX_NS     1000000 /* doubling while nothing happens, up to this */
+#define IDLE_SPIN_NS   200000  /* a waiting progress call polls this long before it sleeps */
 
 static int efa_probe(char *why, size_t why_len)
 {
@@ -34,9 +35,12 @@ static int efa_probe(char *why, size_t why_len)
 /* One round: completions, queued posts, liveness. Returns how much happened. */
 static int poll_once(struct lite_transport *t)
 {
-    int n = lite_efa_cq_poll(t);
-    n += lite_efa_msg_flush(t);
-    n += lite_efa_rma_flush(t);
+    int n = t->rx_retry ? lite_efa_rx_flush(t) : 0;
+    n += lite_efa_cq_poll(t);
+    if (t->flush_pending)
+        n += lite_efa_msg_flush(t);
+    if (t->piece_retry || t->rma_later)
+        n += lite_efa_rma_flush(t);
     int64_t now = lite_efa_clock();
     if (now >= t->next_tick_ns) {
         t->next_tick_ns = now + (int64_t)TICK_MS * 1000000;
@@ -60,27 +64,40 @@ static void wait_some(struct lite_transport *t, int ms)
         }
         return;
     }
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = POLL_SLEEP_NS};
+    int64_t nap = t->nap_ns < POLL_SLEEP_NS ? POLL_SLEEP_NS : t->nap_ns;
+    if (nap > (int64_t)ms * 1000000)
+        nap = ms > 0 ? (int64_t)ms * 1000000 : POLL_SLEEP_NS;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = nap};
     nanosleep(&ts, NULL);
+    t->nap_ns = nap * 2 > NAP_MAX_NS ? NAP_MAX_NS : nap * 2;
 }
 
 static int efa_progress(struct lite_transport *t, int timeout_ms)
 {
     t->events = 0;
     int n = poll_once(t);
-    if (n > 0 || t->events > 0 || timeout_ms == 0)
+    if (n > 0 || t->events > 0) {
+        t->nap_ns = POLL_SLEEP_NS;
         return n + t->events;
+    }
+    if (timeout_ms == 0)
+        return 0;
     int64_t now = lite_now_ns();
     int64_t deadline = now + (int64_t)timeout_ms * 1000000;
-    /* Without a wait fd a nap is blind: on shm the peer's next op (a write, whose copy this
-     * side performs) would wait for it to end. So poll a little before the first nap. */
-    int64_t spin_until = t->use_wait ? now : now + IDLE_SPIN_NS;
+    /* Poll a little before the first sleep. The peer's next op usually follows soon, and this
+     * side's progress moves its data (shm: the target copies a write; tcp;ofi_rxm: the target
+     * reads the socket): a blind 50 us nap (shm has no wait fd) or a wakeup through the CQ's
+     * fd would hold every such op up. The core spins before it asks to wait at all; this covers
+     * long waits (one imm_wait for a whole transfer) in the middle of traffic. */
+    int64_t spin_until = now + IDLE_SPIN_NS;
     while (now < deadline) {
         if (now >= spin_until)
             wait_some(t, lite_ms_left(deadline, 1000));
         n = poll_once(t);
-        if (n > 0 || t->events > 0)
+        if (n > 0 || t->events > 0) {
+            t->nap_ns = POLL_SLEEP_NS;
             return n + t->events;
+        }
         now = lite_now_ns();
     }
     return 0;

@@ -39,7 +39,7 @@ struct efa_cfg {
     int keepalive_ms;    /* 0 = off */
     int peer_timeout_ms; /* posts stuck this long, with no other liveness evidence: lost */
     int imm;             /* 0 = the best the provider offers, else a forced enum efa_imm_mode */
-    bool no_wait_fd;     /* never sleep on CQ file descriptors; poll with short sleeps */
+    bool no_wait_fd;     /* CQs without wait objects: poll, with short naps when idle */
     bool hmem;           /* ask for FI_HMEM (device memory); costs host-memory speed on shm */
 };
 
@@ -266,7 +266,7 @@ struct lite_transport {
     struct efa_rxbuf *rxbufs;
     uint32_t nrx;
     size_t rx_size;
-    struct efa_rxbuf *rx_retry; /* buffers to repost after -FI_EAGAIN */
+    struct efa_rxbuf *rx_retry; /* buffers to repost (handled, or refused with -FI_EAGAIN) */
     /* send slots */
     struct efa_tx *tx_free;
     struct efa_txchunk *chunks;
@@ -283,7 +283,8 @@ struct lite_transport {
     bool closing;
     int64_t next_tick_ns;
     int epfd;
-    int events; /* upcalls made during this progress call */
+    int64_t nap_ns; /* next idle nap without a wait fd: doubles while idle, reset by events */
+    int events;     /* upcalls made during this progress call */
 };
 
 /* The clock of liveness bookkeeping (ticks, keepalives, stuck posts: all in milliseconds):
@@ -328,8 +329,10 @@ int lite_efa_msg_send(struct lite_transport *t, int peer, const struct lite_msg_
 /* An internal message (HELLO, BYE, QUERY, ...) with a small payload copied at once. */
 int lite_efa_ctl_send(struct lite_transport *t, int peer, uint8_t type, uint64_t tag,
                       const void *payload, size_t len);
-/* Post what waits in the peers' queues and the repost list. Returns posts made. */
+/* Post what waits in the peers' queues (after -FI_EAGAIN). Returns posts made. */
 int lite_efa_msg_flush(struct lite_transport *t);
+/* Repost the receive buffers whose messages were handled (or refused with -FI_EAGAIN). */
+int lite_efa_rx_flush(struct lite_transport *t);
 void lite_efa_rx_done(struct lite_transport *t, struct efa_rxbuf *b, size_t len);
 void lite_efa_tx_done(struct lite_transport *t, struct efa_tx *x, bool big_part, int status);
 void lite_efa_bigrx_done(struct lite_transport *t, struct efa_bigrx *b, int status);

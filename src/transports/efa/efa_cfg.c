@@ -87,7 +87,7 @@ int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len)
     if (!rc)
         rc = imm_from_env(cfg, why, why_len);
     if (!rc)
-        rc = env_u64("LITETX_EFA_POLL", 0, 0, 1, &poll, why, why_len);
+        rc = env_u64("LITETX_EFA_POLL", 1, 0, 1, &poll, why, why_len);
     /* Device memory by default only where GPUs are the point (the efa provider): shm's FI_HMEM
      * variant gives up its fast host-memory paths (inject, CMA). */
     if (!rc)

@@ -45,18 +45,33 @@ static ssize_t rx_post(struct lite_transport *t, struct efa_rxbuf *b)
                    FI_ADDR_UNSPEC, &b->c.fi);
 }
 
+/* Reposting waits for the next progress call (lite_efa_rx_flush): a reply the core sends to
+ * the message this buffer held leaves first (fi_recv costs about as much as the reply's
+ * fi_inject on shm), and the pool is large enough that a few buffers out for that long do not
+ * matter. */
 void lite_efa_rx_repost(struct lite_transport *t, struct efa_rxbuf *b)
 {
     if (t->closing && !t->rail[0].ep)
         return;
-    ssize_t rc = t->rx_retry ? -FI_EAGAIN : rx_post(t, b);
-    if (rc == -FI_EAGAIN) {
-        b->next = t->rx_retry;
-        t->rx_retry = b;
-    } else if (rc) {
-        LITE_ERROR("%s rank %d: reposting a receive buffer failed: %s", EFA_LOG, t->rank,
-                   fi_strerror((int)-rc));
+    b->next = t->rx_retry;
+    t->rx_retry = b;
+}
+
+int lite_efa_rx_flush(struct lite_transport *t)
+{
+    int n = 0;
+    while (t->rx_retry) {
+        struct efa_rxbuf *b = t->rx_retry;
+        ssize_t rc = rx_post(t, b);
+        if (rc == -FI_EAGAIN)
+            break;
+        t->rx_retry = b->next;
+        if (rc)
+            LITE_ERROR("%s rank %d: reposting a receive buffer failed: %s", EFA_LOG, t->rank,
+                       fi_strerror((int)-rc));
+        n++;
     }
+    return n;
 }
 
 int lite_efa_msg_init(struct lite_transport *t)
@@ -590,13 +605,6 @@ void lite_efa_bigrx_done(struct lite_transport *t, struct efa_bigrx *g, int stat
 int lite_efa_msg_flush(struct lite_transport *t)
 {
     int n = 0;
-    while (t->rx_retry) {
-        struct efa_rxbuf *b = t->rx_retry;
-        if (rx_post(t, b) == -FI_EAGAIN)
-            break;
-        t->rx_retry = b->next;
-        n++;
-    }
     /* Only a post refused with -FI_EAGAIN leaves work behind: skip the O(world) scan when
      * none was. */
     if (!t->flush_pending)

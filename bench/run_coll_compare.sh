@@ -17,6 +17,8 @@
 # per-op min/max. Rows: allreduce = the faster of allreduce_ring and allreduce_ring_chunked that
 # round (both also as gloo-only rows), a2a_1MiB_tot = alltoall with --elements 1MiB/(8*np) (Gloo's
 # alltoall sends np*elements uint64 per rank: 1 MiB send buffer), barrier = barrier_all_to_all.
+# QUIET=1: before each library's run, wait (up to QUIET_WAIT s, default 120) until both CPUs were
+# less than 15 % busy over one second, so a burst of other work does not land on one library only.
 # Output: raw RESULT lines in $OUT/raw.log, and a table of medians over runs on stdout.
 set -u
 BUILD=${1:?usage: run_coll_compare.sh BUILD_DIR [RUNS] [NPS]}
@@ -107,14 +109,33 @@ run_gloo() { # np
     gloo_row barrier "$np" 0 "$(gloo_case "$np" barrier_all_to_all 1 1s)"
 }
 
+# Busy share of both CPUs over one second, in percent (from /proc/stat).
+cpu_busy() {
+    local a b c d e f g h t1 i1
+    read -r _ a b c d e f g h _ < /proc/stat
+    t1=$((a + b + c + d + e + f + g + h)) i1=$((d + e))
+    sleep 1
+    read -r _ a b c d e f g h _ < /proc/stat
+    echo $((100 - 100 * (d + e - i1) / (a + b + c + d + e + f + g + h - t1)))
+}
+
+settle() {
+    [ "${QUIET:-0}" = 1 ] || return 0
+    local end=$(($(date +%s) + ${QUIET_WAIT:-120})) busy
+    while busy=$(cpu_busy) && [ "$busy" -ge 15 ]; do
+        [ "$(date +%s)" -ge "$end" ] && echo "#   still ${busy}% busy: running anyway" >&2 && return 0
+    done
+    return 0
+}
+
 for np in $NPS; do
     for i in $(seq "$RUNS"); do
         echo "# np=$np run $i/$RUNS (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-        run_lite "$np" liblitetx
-        [ -n "$MPI" ] && run_mpi "$np"
-        [ -n "$GLOO" ] && run_gloo "$np"
+        settle && run_lite "$np" liblitetx
+        [ -n "$MPI" ] && settle && run_mpi "$np"
+        [ -n "$GLOO" ] && settle && run_gloo "$np"
         for v in $VARIANTS; do
-            [ "$v" = SPIN0 ] && run_lite "$np" liblitetx_spin0 LITETX_SPIN_US=0
+            [ "$v" = SPIN0 ] && settle && run_lite "$np" liblitetx_spin0 LITETX_SPIN_US=0
         done
     done
 done

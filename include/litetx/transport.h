@@ -48,6 +48,10 @@ enum lite_transport_cap {
      * in place there (one ordered stream per peer). The rendezvous then sends its FIN right
      * behind the write instead of a round trip later. */
     LITE_CAP_ORDERED_WRITE_MSG = 1u << 8,
+    /* A write into a region the target has deregistered is refused cleanly (an error for that
+     * write only; the connection lives on). Collectives then let receivers announce their
+     * buffers before the sender asks (receiver-initiated rendezvous, no RTS/CTS round trip). */
+    LITE_CAP_REVOCABLE_RMA = 1u << 9,
 };
 
 /* Largest address blob a backend may publish for the bootstrap exchange. */

@@ -651,7 +651,7 @@ static int withdraw(struct lite_coll_op *op)
     for (int i = 0; i < op->npend;) {
         struct lite_request *r = op->pend[i].r;
         if (r->state == LITE_REQ_DONE ||
-            (r->kind == LITE_REQ_RECV && r->state == LITE_REQ_POSTED)) {
+            (r->kind == LITE_REQ_RECV && r->state == LITE_REQ_POSTED) || lite_flow_send_parked(r)) {
             lite_cancel(op->ctx, r); /* releases a finished request too */
             op->pend[i] = op->pend[--op->npend];
         } else {

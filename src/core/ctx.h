@@ -66,6 +66,9 @@ struct lite_peer {
     struct lite_request *sendq, *sendq_tail; /* sends waiting for credit, in posting order */
     struct lite_request *rndv_send;          /* sends waiting for the receiver's CTS */
     struct lite_request *rndv_recv;          /* receives waiting for the sender's FIN */
+    struct lite_request *rtr_wait;           /* collective sends waiting for the receiver's RTR */
+    struct lite_rtr *rtr_ready;              /* RTRs that arrived before their send was posted */
+    uint32_t nrtr;
     uint64_t rndv_next_id;
     uint64_t ctrl_seq;          /* tags of control messages to the peer */
     struct lite_msg_hdr rx_hdr; /* header of the RTS / control message arriving */
@@ -155,6 +158,13 @@ int lite_flow_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *h
 void lite_flow_freed(struct lite_ctx *ctx, int peer);
 /* A receive matched a rendezvous announcement of `len` bytes, sender id `id`. */
 void lite_flow_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_t len, uint64_t id);
+/* Receiver-initiated rendezvous for collective receives (see flow.c): announce a posted
+ * receive's buffer (true when it did), withdraw the announcement, and the sender side's
+ * parked sends (waiting for an announcement) and their withdrawal. */
+bool lite_flow_rtr_post(struct lite_ctx *ctx, struct lite_request *r);
+void lite_flow_rtr_withdraw(struct lite_ctx *ctx, struct lite_request *r);
+bool lite_flow_send_parked(const struct lite_request *r);
+void lite_flow_send_unpark(struct lite_ctx *ctx, struct lite_request *r);
 /* Control messages (channel LITE_CHAN_CTRL). */
 int lite_flow_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr,
                          void **dst);

@@ -20,6 +20,16 @@
  * FIN goes right behind the write, saving the round trip of the write's acknowledgement; the
  * send then completes when both the write and the FIN have.
  *
+ * RECEIVER-INITIATED RENDEZVOUS (collectives, LITE_CAP_REVOCABLE_RMA). A collective posts its
+ * receives before the matching sends, with exact sizes, so for a large collective receive the
+ * receiver registers the buffer at once and sends RTR (tag, its id, length, descriptor); the
+ * sender of that tag skips RTS/CTS: it writes as soon as both its send and the RTR are there
+ * (a send that comes first is parked, an RTR that comes first is kept, at most credits_max per
+ * peer), then FIN. The announced receive stays posted, so an eager message of that tag (the
+ * ranks disagree on the size) still matches it, and the announcement is withdrawn. Withdrawing
+ * deregisters the buffer; a write still on its way is then refused by the target (that is why
+ * the transport must make such a refusal harmless) and its FIN is ignored.
+ *
  * Control messages travel on LITE_CHAN_CTRL, take no credit, and are handled at once.
  */
 #include <errno.h>
@@ -28,9 +38,17 @@
 
 #include "ctx.h"
 
-enum { CTRL_CTS = 1, CTRL_FIN = 2, CTRL_CREDIT = 3 };
+enum { CTRL_CTS = 1, CTRL_FIN = 2, CTRL_CREDIT = 3, CTRL_RTR = 4 };
 #define CTS_LEN (8 + 8 + 8 + LITE_RDESC_SIZE) /* sender id, receiver id, status, descriptor */
-#define FIN_LEN 16                            /* receiver id, status */
+#define RTR_LEN (8 + 8 + 8 + LITE_RDESC_SIZE) /* tag, receiver id, length, descriptor */
+#define FIN_LEN 24                            /* receiver id, status, bytes written */
+
+/* An RTR kept by the sender until its send is posted. */
+struct lite_rtr {
+    uint64_t tag, rid, len;
+    lite_rdesc_t desc;
+    struct lite_rtr *next;
+};
 
 /* Rendezvous state of one request. */
 struct lite_rndv {
@@ -45,7 +63,15 @@ struct lite_rndv {
     struct lite_tp_rma write;
     uint8_t msg[CTS_LEN]; /* payload of the RTS / CTS / FIN this side sends */
 };
-enum { ST_RTS = 1, ST_WRITE = 2, ST_FIN = 3, ST_CTS = 4, ST_WRITE_FIN = 5 };
+enum {
+    ST_RTS = 1,
+    ST_WRITE = 2,
+    ST_FIN = 3,
+    ST_CTS = 4,
+    ST_WRITE_FIN = 5,
+    ST_PARK = 6,
+    ST_RTR = 7
+};
 
 static void put64(uint8_t *p, uint64_t v)
 {
@@ -155,9 +181,54 @@ static void drain(struct lite_ctx *ctx, int peer)
     }
 }
 
+static bool rtr_mode(const struct lite_ctx *ctx, uint8_t chan, size_t len)
+{
+    unsigned need = LITE_CAP_WRITE | LITE_CAP_REVOCABLE_RMA;
+    return chan == LITE_CHAN_COLL && len >= ctx->rndv_threshold && (ctx->ops.caps & need) == need;
+}
+
+static void rtr_write(struct lite_ctx *ctx, struct lite_request *r, const struct lite_rtr *a);
+
+/* Drop kept RTRs for tags below `tag`: sends to a peer are posted in increasing tag order, so
+ * none will ever use them (their receiver got an eager message instead). */
+static void rtr_purge(struct lite_peer *p, uint64_t tag)
+{
+    for (struct lite_rtr **pp = &p->rtr_ready; *pp;) {
+        if ((*pp)->tag < tag) {
+            struct lite_rtr *a = *pp;
+            *pp = a->next;
+            free(a);
+            p->nrtr--;
+        } else {
+            pp = &(*pp)->next;
+        }
+    }
+}
+
 int lite_flow_send(struct lite_ctx *ctx, struct lite_request *r)
 {
     struct lite_peer *p = &ctx->peers[r->peer];
+    if (r->channel == LITE_CHAN_COLL)
+        rtr_purge(p, r->tag);
+    if (rtr_mode(ctx, r->channel, r->len)) {
+        r->rndv = calloc(1, sizeof(*r->rndv));
+        if (!r->rndv)
+            return -ENOMEM;
+        for (struct lite_rtr **pp = &p->rtr_ready; *pp; pp = &(*pp)->next) {
+            if ((*pp)->tag == r->tag) {
+                struct lite_rtr *a = *pp;
+                *pp = a->next;
+                p->nrtr--;
+                rtr_write(ctx, r, a);
+                free(a);
+                return 0;
+            }
+        }
+        r->rndv->stage = ST_PARK; /* until the receiver's RTR */
+        r->next = p->rtr_wait;
+        p->rtr_wait = r;
+        return 0;
+    }
     if (r->len >= ctx->rndv_threshold) {
         r->rndv = calloc(1, sizeof(*r->rndv));
         if (!r->rndv)
@@ -311,6 +382,7 @@ static void start_write(struct lite_ctx *ctx, struct lite_request *r)
     rv->pending = 2;
     put64(rv->msg, rv->peer_id);
     put64(rv->msg + 8, 0);
+    put64(rv->msg + 16, r->len);
     rc = send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r);
     if (rc) {
         rv->pending = 1; /* the write still completes (with the connection's error) */
@@ -318,13 +390,164 @@ static void start_write(struct lite_ctx *ctx, struct lite_request *r)
     }
 }
 
+/* ---- receiver-initiated rendezvous (collectives) ---- */
+
+/* Sender: both the send and its RTR are here. Write, or refuse a too-short buffer with FIN. */
+static void rtr_write(struct lite_ctx *ctx, struct lite_request *r, const struct lite_rtr *a)
+{
+    struct lite_rndv *rv = r->rndv;
+    rv->peer_id = a->rid;
+    rv->rts_done = true;
+    struct lite_rdesc_info ri;
+    int rc = a->rid ? 0 : -LITE_ERR_REMOTE; /* the receiver could not register its buffer */
+    if (!rc && r->len > a->len) {
+        /* The receiver expects less: it fails with -LITE_ERR_TRUNCATED, the send is done. */
+        rv->stage = ST_FIN;
+        put64(rv->msg, rv->peer_id);
+        put64(rv->msg + 8, (uint64_t)(int64_t)-LITE_ERR_TRUNCATED);
+        put64(rv->msg + 16, 0);
+        rc = send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r);
+        if (rc)
+            lite_request_finish(r, rc);
+        return;
+    }
+    if (!rc && !(rc = lite_rdesc_parse(ctx, &a->desc, r->peer, &ri)) && ri.len < a->len)
+        rc = -LITE_ERR_PROTOCOL;
+    if (rc) {
+        lite_request_finish(r, rc);
+        return;
+    }
+    rv->write = (struct lite_tp_rma){.kind = LITE_RMA_WRITE,
+                                     .peer = r->peer,
+                                     .local = r->buf,
+                                     .len = r->len,
+                                     .remote_addr = ri.addr,
+                                     .remote_core_key = ri.core_key,
+                                     .nrails = ri.nrails,
+                                     .remote_trusted = true};
+    memcpy(rv->write.rkey, ri.rkey, sizeof(rv->write.rkey));
+    start_write(ctx, r);
+}
+
+/* Sender: an RTR arrived (payload in m). */
+static int rtr_arrived(struct lite_ctx *ctx, int peer, const uint8_t *m)
+{
+    struct lite_peer *p = &ctx->peers[peer];
+    struct lite_rtr a = {.tag = get64(m), .rid = get64(m + 8), .len = get64(m + 16)};
+    memcpy(a.desc.bytes, m + 24, LITE_RDESC_SIZE);
+    for (struct lite_request **pp = &p->rtr_wait; *pp; pp = &(*pp)->next) {
+        if ((*pp)->tag == a.tag) {
+            struct lite_request *r = *pp;
+            *pp = r->next;
+            r->next = NULL;
+            rtr_write(ctx, r, &a);
+            return 0;
+        }
+    }
+    if (p->sent_any[LITE_CHAN_COLL] && a.tag <= p->last_sent_tag[LITE_CHAN_COLL])
+        return 0; /* that tag went as an eager message: the receiver withdrew this RTR */
+    if (p->nrtr >= ctx->credits_max) {
+        lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d announced more than %u receives", peer,
+                  ctx->credits_max);
+        return -LITE_ERR_PROTOCOL;
+    }
+    struct lite_rtr *k = malloc(sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    *k = a;
+    k->next = p->rtr_ready;
+    p->rtr_ready = k;
+    p->nrtr++;
+    return 0;
+}
+
+bool lite_flow_rtr_post(struct lite_ctx *ctx, struct lite_request *r)
+{
+    if (r->peer == ctx->s.rank || !rtr_mode(ctx, r->channel, r->len))
+        return false;
+    struct lite_peer *p = &ctx->peers[r->peer];
+    struct lite_rndv *rv = calloc(1, sizeof(*rv));
+    struct lite_request *req = lite_request_new(0, LITE_CHAN_CTRL, r->peer, 0, NULL, 0);
+    if (!rv || !req) {
+        free(rv);
+        free(req);
+        return false; /* no memory: the sender will wait; the collective's deadline ends it */
+    }
+    rv->stage = ST_RTR;
+    rv->id = ++p->rndv_next_id;
+    lite_rdesc_t desc;
+    memset(&desc, 0, sizeof(desc));
+    if (lite_mr_reg(ctx, r->buf, r->len, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &rv->mr) == 0)
+        lite_mr_desc(ctx, rv->mr, &desc);
+    put64(rv->msg, r->tag);
+    put64(rv->msg + 8, rv->mr ? rv->id : 0); /* 0: refused (the send fails) */
+    put64(rv->msg + 16, r->len);
+    memcpy(rv->msg + 24, desc.bytes, LITE_RDESC_SIZE);
+    r->rndv = rv;
+    req->pending_ops = 1;
+    if (send_ctrl(ctx, r->peer, CTRL_RTR, rv->msg, RTR_LEN, req)) {
+        lite_request_release(req);
+        lite_flow_rtr_withdraw(ctx, r);
+        return false;
+    }
+    return true;
+}
+
+void lite_flow_rtr_withdraw(struct lite_ctx *ctx, struct lite_request *r)
+{
+    struct lite_rndv *rv = r->rndv;
+    if (!rv || rv->stage != ST_RTR)
+        return;
+    if (rv->mr && lite_mr_dereg(ctx, rv->mr) == 0)
+        rv->mr = NULL;
+    if (rv->mr) /* a write still in place after the dereg wait: keep it registered (leaked) */
+        LITE_ERROR("rank %d: a write from rank %d into a withdrawn receive did not end",
+                   ctx->s.rank, r->peer);
+    free(rv);
+    r->rndv = NULL;
+}
+
+bool lite_flow_send_parked(const struct lite_request *r)
+{
+    return r->kind == LITE_REQ_SEND && r->rndv && r->rndv->stage == ST_PARK;
+}
+
+void lite_flow_send_unpark(struct lite_ctx *ctx, struct lite_request *r)
+{
+    struct lite_peer *p = &ctx->peers[r->peer];
+    for (struct lite_request **pp = &p->rtr_wait; *pp; pp = &(*pp)->next) {
+        if (*pp == r) {
+            *pp = r->next;
+            r->next = NULL;
+            return;
+        }
+    }
+}
+
+/* Receiver: the announced receive with id `id` (it is still posted on the collective channel). */
+static struct lite_request *take_announced(struct lite_peer *p, uint64_t id)
+{
+    for (struct lite_request **pp = &p->posted[LITE_CHAN_COLL]; *pp; pp = &(*pp)->next) {
+        struct lite_request *r = *pp;
+        if (r->rndv && r->rndv->stage == ST_RTR && r->rndv->id == id) {
+            *pp = r->next;
+            r->next = NULL;
+            return r;
+        }
+    }
+    return NULL;
+}
+
 /* ---- control messages ---- */
 
 int lite_flow_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr, void **dst)
 {
     struct lite_peer *p = &ctx->peers[peer];
-    size_t want = hdr->flags == CTRL_CTS ? CTS_LEN : hdr->flags == CTRL_FIN ? FIN_LEN : 0;
-    if (hdr->flags < CTRL_CTS || hdr->flags > CTRL_CREDIT || hdr->len != want) {
+    size_t want = hdr->flags == CTRL_CTS   ? CTS_LEN
+                  : hdr->flags == CTRL_FIN ? FIN_LEN
+                  : hdr->flags == CTRL_RTR ? RTR_LEN
+                                           : 0;
+    if (hdr->flags < CTRL_CTS || hdr->flags > CTRL_RTR || hdr->len != want) {
         lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d sent a malformed control message", peer);
         return -LITE_ERR_PROTOCOL;
     }
@@ -398,19 +621,29 @@ int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
             start_write(ctx, r);
         break;
     }
+    case CTRL_RTR:
+        return rtr_arrived(ctx, peer, m);
     case CTRL_FIN: {
-        struct lite_request *r = take_by_id(&p->rndv_recv, get64(m));
+        uint64_t id = get64(m), len = get64(m + 16);
+        int status = (int)(int64_t)get64(m + 8);
+        struct lite_request *r = take_by_id(&p->rndv_recv, id);
+        bool announced = !r && (r = take_announced(p, id)) != NULL;
         if (!r) {
+            if (id && id <= p->rndv_next_id)
+                break; /* for a receive withdrawn after its RTR: nothing to finish */
             lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d finished an unknown rendezvous", peer);
             return -LITE_ERR_PROTOCOL;
         }
-        int status = (int)(int64_t)get64(m + 8);
         if (r->rndv->mr)
             lite_mr_dereg(ctx, r->rndv->mr);
         r->rndv->mr = NULL;
+        if (status > 0 || (!status && len > r->len))
+            status = -LITE_ERR_PROTOCOL;
+        if (announced)
+            r->bytes = len; /* an RTS said the length; here only the FIN does */
         if (status)
             r->bytes = 0;
-        lite_request_finish(r, status > 0 ? -LITE_ERR_PROTOCOL : status);
+        lite_request_finish(r, status);
         break;
     }
     }
@@ -439,6 +672,7 @@ bool lite_flow_send_done(struct lite_ctx *ctx, struct lite_request *r, int statu
         rv->stage = ST_FIN;
         put64(rv->msg, rv->peer_id);
         put64(rv->msg + 8, (uint64_t)(int64_t)status);
+        put64(rv->msg + 16, status ? 0 : r->len);
         int rc = send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r);
         if (rc)
             lite_request_finish(r, rc);
@@ -474,12 +708,24 @@ static void fail_chain(struct lite_request **head, int code)
     }
 }
 
+static void free_rtrs(struct lite_peer *p)
+{
+    while (p->rtr_ready) {
+        struct lite_rtr *a = p->rtr_ready;
+        p->rtr_ready = a->next;
+        free(a);
+    }
+    p->nrtr = 0;
+}
+
 void lite_flow_peer_failed(struct lite_ctx *ctx, int peer, int code)
 {
     struct lite_peer *p = &ctx->peers[peer];
     fail_chain(&p->sendq, code);
     p->sendq_tail = NULL;
     fail_chain(&p->rndv_send, code);
+    fail_chain(&p->rtr_wait, code);
+    free_rtrs(p);
     for (struct lite_request *r = p->rndv_recv; r; r = r->next)
         if (r->rndv->mr) {
             lite_mr_dereg(ctx, r->rndv->mr);
@@ -495,5 +741,7 @@ void lite_flow_fini(struct lite_ctx *ctx)
         fail_chain(&p->sendq, -LITE_ERR_CANCELLED);
         fail_chain(&p->rndv_send, -LITE_ERR_CANCELLED);
         fail_chain(&p->rndv_recv, -LITE_ERR_CANCELLED);
+        fail_chain(&p->rtr_wait, -LITE_ERR_CANCELLED);
+        free_rtrs(p);
     }
 }

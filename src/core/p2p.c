@@ -172,6 +172,8 @@ static int up_recv_begin(struct lite_core *core, int peer, const struct lite_msg
     }
     struct lite_request *r = take_posted(p, ch, hdr->tag);
     if (r) {
+        /* An eager message for an announced receive: the sender did not take the RTR. */
+        lite_flow_rtr_withdraw(ctx, r);
         r->state = LITE_REQ_ACTIVE;
         if (hdr->len > r->len) {
             r->truncated = true;
@@ -218,6 +220,7 @@ static void rts_arrived(struct lite_ctx *ctx, int peer)
     uint64_t len = get_u64(p->rx_small), id = get_u64(p->rx_small + 8);
     struct lite_request *r = take_posted(p, p->rx_hdr.channel, p->rx_hdr.tag);
     if (r) {
+        lite_flow_rtr_withdraw(ctx, r);
         lite_flow_freed(ctx, peer);
         lite_flow_rts_matched(ctx, r, len, id);
         return;
@@ -338,6 +341,8 @@ static void up_peer_failed(struct lite_core *core, int peer, int status, const c
     } else if (tok) {
         finish((struct lite_request *)tok, p->lost_code);
     }
+    for (struct lite_request *r = p->posted[LITE_CHAN_COLL]; r; r = r->next)
+        lite_flow_rtr_withdraw(ctx, r); /* release announced buffers: nothing will write there */
     for (int ch = 0; ch < LITE_CHAN_COUNT; ch++)
         fail_list(&p->posted[ch], p->lost_code);
     lite_flow_peer_failed(ctx, peer, p->lost_code);
@@ -446,6 +451,7 @@ int lite_post_recv(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, v
                          p->lost_why);
     } else {
         append_posted(p, r);
+        lite_flow_rtr_post(ctx, r); /* a large collective receive announces its buffer */
     }
     *out = r;
     return 0;
@@ -639,6 +645,12 @@ LITE_API int lite_cancel(lite_ctx_t *ctx, lite_request_t *req)
         lite_request_release(req);
         return 0;
     }
+    if (lite_flow_send_parked(req)) {
+        /* a collective send still waiting for the receiver's RTR: nothing has moved */
+        lite_flow_send_unpark(ctx, req);
+        lite_request_release(req);
+        return 0;
+    }
     if (req->kind != LITE_REQ_RECV || req->state != LITE_REQ_POSTED)
         return lite_fail(ctx, -EBUSY, "cancel: the request is already moving data");
     struct lite_peer *p = &ctx->peers[req->peer];
@@ -647,6 +659,7 @@ LITE_API int lite_cancel(lite_ctx_t *ctx, lite_request_t *req)
         pp = &(*pp)->next;
     if (*pp)
         *pp = req->next;
+    lite_flow_rtr_withdraw(ctx, req);
     lite_request_release(req);
     return 0;
 }

@@ -1025,7 +1025,8 @@ const struct lite_transport_ops lite_tcp_ops = {
     .abi_version = LITE_TRANSPORT_ABI_VERSION,
     .name = "tcp",
     .caps = LITE_CAP_WRITE | LITE_CAP_WRITE_IMM | LITE_CAP_READ | LITE_CAP_EMULATED_RMA |
-            LITE_CAP_ORDERED_WRITE_MSG, /* frames of a peer share one connection, in order */
+            LITE_CAP_ORDERED_WRITE_MSG | /* frames of a peer share one connection, in order */
+            LITE_CAP_REVOCABLE_RMA,      /* keys are checked per frame; a refusal is an answer */
     .probe = tcp_probe,
     .open = tcp_open,
     .close = tcp_close,

@@ -122,6 +122,10 @@ struct lite_tp_rma {
     /* More ops follow at once (a batch, like libfabric's FI_MORE): the backend may hold this one
      * and send it with the next; the last op of a batch has `more` false. */
     bool more;
+    /* Complete the write as soon as `local` may be reused, not when the data is in place: the
+     * core learns of the delivery otherwise (the rendezvous FIN queued behind it on an ordered
+     * transport). A backend may ignore this and complete later. */
+    bool local_completion;
 };
 
 struct lite_core;      /* the core's side of a backend instance (opaque to backends) */

@@ -367,13 +367,17 @@ static void start_write(struct lite_ctx *ctx, struct lite_request *r)
 {
     struct lite_rndv *rv = r->rndv;
     rv->stage = ST_WRITE;
+    /* With the FIN right behind it, the write need not wait for its acknowledgement: the send
+     * is complete when its buffer may be reused (as an MPI send is). */
+    bool ordered = (ctx->ops.caps & LITE_CAP_ORDERED_WRITE_MSG) != 0;
+    rv->write.local_completion = ordered;
     int rc = ctx->ops.rma_post(ctx->tp, &rv->write, r);
     if (rc) {
         lite_fail(ctx, rc, "rendezvous write to rank %d failed: %s", r->peer, lite_strerror(rc));
         lite_request_finish(r, rc);
         return;
     }
-    if (!(ctx->ops.caps & LITE_CAP_ORDERED_WRITE_MSG))
+    if (!ordered)
         return; /* FIN when the write completes (lite_flow_send_done) */
     /* The FIN cannot overtake the data: send it now. The write was checked against the
      * receiver's own fresh registration, so its status is 0 unless the connection dies, and

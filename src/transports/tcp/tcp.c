@@ -85,6 +85,7 @@ struct conn {
     uint64_t rx_id;
     uint32_t rx_imm;
     bool rx_has_imm;
+    bool rx_noack; /* the initiator wants no RMA_ACK for this write */
     int rx_status;
     /* one-sided ops in flight from this rank to the peer */
     struct rma_slot *slots;
@@ -356,6 +357,16 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
     struct conn *c = &t->conns[r->peer];
     if (c->dead || c->fd < 0)
         return -LITE_ERR_PEER_LOST;
+    if (r->kind == LITE_RMA_WRITE && r->local_completion) {
+        /* Done when the bytes are in the socket: no slot, and the target sends no answer. */
+        struct lite_wire_hdr h = {.type = LITE_WIRE_WRITE,
+                                  .flags = LITE_WIRE_F_NOACK | (r->has_imm ? LITE_WIRE_F_IMM : 0),
+                                  .imm = r->imm,
+                                  .len = r->len,
+                                  .key = r->remote_core_key,
+                                  .offset = r->remote_offset};
+        return enqueue_frame(t, c, &h, r->local, TX_DONE_OP, op, !r->more);
+    }
     uint64_t id;
     int i = slot_get(c, &id);
     if (i < 0)
@@ -437,7 +448,8 @@ static void payload_done(struct lite_transport *t, struct conn *c)
             t->up->rma_target_done(t->core, c->token);
         }
         c->token = NULL;
-        send_answer(t, c, LITE_WIRE_RMA_ACK, c->rx_id, c->rx_status);
+        if (!c->rx_noack)
+            send_answer(t, c, LITE_WIRE_RMA_ACK, c->rx_id, c->rx_status);
         break;
     case RX_READ_RESP: {
         struct rma_slot *sl = slot_find(c, c->rx_id, LITE_RMA_READ);
@@ -487,6 +499,7 @@ static int frame_begin(struct lite_transport *t, struct conn *c, const struct li
         c->rx_id = h->tag;
         c->rx_imm = h->imm;
         c->rx_has_imm = (h->flags & LITE_WIRE_F_IMM) != 0;
+        c->rx_noack = (h->flags & LITE_WIRE_F_NOACK) != 0;
         c->token = NULL;
         /* Key, bounds and rights are checked before a single byte is placed; a refused
          * write's payload is read and dropped, and the refusal goes back to the initiator. */

@@ -1,7 +1,7 @@
 /*
- * coll_alltoall.c - alltoall and alltoallv: every rank posts its receives, sends every other
- * segment in one step (step 1), starting with the next rank so the load spreads, and copies its
- * own segment while those are in flight. Zero-length segments send nothing (the argument header
+ * coll_alltoall.c - alltoall and alltoallv: every rank posts its receives and copies its own
+ * segment (step 0), then sends every other segment in one step (step 1), starting with the next
+ * rank so the load spreads. Zero-length segments send nothing (the argument header
  * still checks that the two sides agree on the count).
  */
 #include <errno.h>
@@ -28,6 +28,11 @@ static int a2a_round(struct lite_coll_op *op, uint32_t t)
                                      UINT32_MAX)))
                 return rc;
         }
+        /* Own segment now: the copy fills the wait for the peers' argument headers (large
+         * ops), and the sends then go out with nothing local left to hold up the receives. */
+        if (SCNT(op, me))
+            memcpy(op->rbuf + RDSP(op, me) * esz, op->sbuf + SDSP(op, me) * esz,
+                   SCNT(op, me) * esz);
         return 0;
     }
     for (int i = 1; i < n; i++) {
@@ -36,9 +41,6 @@ static int a2a_round(struct lite_coll_op *op, uint32_t t)
                                                 SCNT(op, p) * esz, UINT32_MAX)))
             return rc;
     }
-    /* Own segment last: the copy overlaps with the sends (and their handshakes) in flight. */
-    if (SCNT(op, me))
-        memcpy(op->rbuf + RDSP(op, me) * esz, op->sbuf + SDSP(op, me) * esz, SCNT(op, me) * esz);
     return 0;
 }
 

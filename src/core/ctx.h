@@ -114,6 +114,7 @@ struct lite_ctx {
     uint32_t *mr_gen;      /* generation per slot, so stale keys are refused */
     uint32_t nmrs;
     struct lite_imm_table imm;
+    uint64_t rma_last_len; /* length of the last peer write placed here (lite_imm_wait's policy) */
     char last_error[512];
 };
 

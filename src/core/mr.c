@@ -273,6 +273,7 @@ int lite_mr_target(struct lite_core *core, int peer, uint64_t key, uint64_t offs
     struct lite_ctx *ctx = (struct lite_ctx *)core;
     struct lite_mr *mr = lookup(ctx, key);
     int rc = 0;
+    ctx->rma_last_len = len;
     if (!mr)
         rc = -LITE_ERR_REMOTE_KEY;
     else if (offset > mr->len || len > mr->len - offset)

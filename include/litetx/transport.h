@@ -126,6 +126,9 @@ struct lite_tp_rma {
      * core learns of the delivery otherwise (the rendezvous FIN queued behind it on an ordered
      * transport). A backend may ignore this and complete later. */
     bool local_completion;
+    /* With local_completion: a refusal of this write at the target is reported with the next
+     * acknowledged write to the same peer (a batch's last op) instead of being dropped. */
+    bool refusal_to_next;
 };
 
 struct lite_core;      /* the core's side of a backend instance (opaque to backends) */

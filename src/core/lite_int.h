@@ -94,8 +94,9 @@ enum lite_wire_type {
     LITE_WIRE_READ_RESP = 7, /* read data: tag = op id, status, len bytes (0 on error) */
 };
 
-#define LITE_WIRE_F_IMM   0x01 /* WRITE carries an immediate */
-#define LITE_WIRE_F_NOACK 0x02 /* WRITE wants no RMA_ACK (the initiator learns otherwise) */
+#define LITE_WIRE_F_IMM    0x01 /* WRITE carries an immediate */
+#define LITE_WIRE_F_NOACK  0x02 /* WRITE wants no RMA_ACK (the initiator learns otherwise) */
+#define LITE_WIRE_F_STICKY 0x04 /* with NOACK: a refusal goes with the next RMA_ACK */
 
 /*
  * Wire header, 48 bytes, little-endian:

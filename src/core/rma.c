@@ -12,7 +12,7 @@
 struct one_op {
     int kind, peer;
     size_t local_off, remote_off, len;
-    bool has_imm, more;
+    bool has_imm, more, local_completion;
     uint32_t imm;
 };
 
@@ -81,7 +81,9 @@ static int post_one(struct lite_ctx *ctx, struct lite_request *req, struct lite_
                             .nrails = ri.nrails,
                             .has_imm = o->has_imm,
                             .imm = o->imm,
-                            .more = o->more};
+                            .more = o->more,
+                            .local_completion = o->local_completion,
+                            .refusal_to_next = o->local_completion};
     memcpy(r.rkey, ri.rkey, sizeof(r.rkey));
     req->pending_ops++;
     rc = ctx->ops.rma_post(ctx->tp, &r, req);
@@ -202,6 +204,9 @@ LITE_API int lite_write_paged(lite_ctx_t *ctx, int peer, lite_mr_t *local,
     struct lite_request *r = batch_new(ctx, peer);
     if (!r)
         return lite_fail(ctx, -ENOMEM, "write_paged: out of memory");
+    /* On an ordered transport only the last page waits for the target's answer: it comes after
+     * every earlier page is in place, and carries the refusal of any earlier page. */
+    bool ordered = (ctx->ops.caps & LITE_CAP_ORDERED_WRITE_MSG) != 0;
     for (size_t i = 0; i < npages && !rc; i++) {
         struct one_op o = {.kind = LITE_RMA_WRITE,
                            .peer = peer,
@@ -210,7 +215,8 @@ LITE_API int lite_write_paged(lite_ctx_t *ctx, int peer, lite_mr_t *local,
                            .len = page_size,
                            .has_imm = (flags & LITE_WRITE_WITH_IMM) != 0,
                            .imm = imm,
-                           .more = i + 1 < npages};
+                           .more = i + 1 < npages,
+                           .local_completion = ordered && i + 1 < npages};
         rc = post_one(ctx, r, local, remote, &ri, &o);
     }
     if (rc && r->pending_ops == 1) {

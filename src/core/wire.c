@@ -84,7 +84,8 @@ int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len, stru
             w = "control frame with payload";
         else if (h->len > max_len)
             w = "payload length over the limit";
-        else if (h->type == LITE_WIRE_WRITE && (h->flags & ~(LITE_WIRE_F_IMM | LITE_WIRE_F_NOACK)))
+        else if (h->type == LITE_WIRE_WRITE &&
+                 (h->flags & ~(LITE_WIRE_F_IMM | LITE_WIRE_F_NOACK | LITE_WIRE_F_STICKY)))
             w = "unknown flags on a write";
         else if (h->type != LITE_WIRE_WRITE && h->type != LITE_WIRE_MSG && h->flags)
             w = "flags on a frame that takes none"; /* MSG flags belong to the core */

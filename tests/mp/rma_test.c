@@ -292,6 +292,22 @@ static void security(lite_ctx_t *ctx)
     CHECK_RC(ctx, lite_write(ctx, to, src_mr, 0, &forged, R - 10, 74, &r));
     rc = lite_wait(ctx, r, 30000, NULL);
     CHECK(rc == -LITE_ERR_REMOTE_BOUNDS, "write past the end: %d (%s)", rc, lite_strerror(rc));
+    /* 3b. the same in a paged batch whose first page is past the end and whose last page is
+     * inside: only the last page is acknowledged on ordered transports, so the refusal of the
+     * first must still reach the initiator */
+    {
+        uint32_t src_pages[3] = {0, 1, 2}, dst_pages[3] = {R / 512 + 4, 1, 0};
+        CHECK_RC(ctx, lite_write_paged(ctx, to, src_mr, src_pages, &forged, dst_pages, 3, 512,
+                                       0x5ec, LITE_WRITE_WITH_IMM, &r));
+        rc = lite_wait(ctx, r, 30000, NULL);
+        CHECK(rc == -LITE_ERR_REMOTE_BOUNDS, "paged write with a page past the end: %d (%s)", rc,
+              lite_strerror(rc));
+        /* the in-bounds pages landed: restore the region for the memory check below */
+        CHECK_RC(ctx, lite_barrier(ctx, 30000));
+        mp_fill(guarded, R + 128, me, me, 31337);
+        CHECK_RC(ctx, lite_imm_reset(ctx, 0x5ec));
+        CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    }
     /* 4. a read of a write-only region: the descriptor claims read access */
     forged = wod[to];
     forged.bytes[24] |= LITE_ACCESS_REMOTE_READ;

@@ -93,7 +93,7 @@ static void test_malformed(void **state)
     b[5] = LITE_WIRE_F_IMM;
     expect_bad(b, 1000, "flags on a frame");
     encode(LITE_WIRE_WRITE, 0, 1, 8, b);
-    b[5] = 0x04;
+    b[5] = 0x08;
     expect_bad(b, 1000, "unknown flags on a write");
     expect_bad(good, 99, "length");
     encode(LITE_WIRE_HELLO, 0, 3, 1, b);

@@ -85,7 +85,9 @@ struct conn {
     uint64_t rx_id;
     uint32_t rx_imm;
     bool rx_has_imm;
-    bool rx_noack; /* the initiator wants no RMA_ACK for this write */
+    bool rx_noack;    /* the initiator wants no RMA_ACK for this write */
+    bool rx_sticky;   /* ... and a refusal goes with the next RMA_ACK */
+    int sticky_error; /* such a refusal, not yet reported */
     int rx_status;
     /* one-sided ops in flight from this rank to the peer */
     struct rma_slot *slots;
@@ -360,7 +362,9 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
     if (r->kind == LITE_RMA_WRITE && r->local_completion) {
         /* Done when the bytes are in the socket: no slot, and the target sends no answer. */
         struct lite_wire_hdr h = {.type = LITE_WIRE_WRITE,
-                                  .flags = LITE_WIRE_F_NOACK | (r->has_imm ? LITE_WIRE_F_IMM : 0),
+                                  .flags = LITE_WIRE_F_NOACK |
+                                           (r->refusal_to_next ? LITE_WIRE_F_STICKY : 0) |
+                                           (r->has_imm ? LITE_WIRE_F_IMM : 0),
                                   .imm = r->imm,
                                   .len = r->len,
                                   .key = r->remote_core_key,
@@ -448,8 +452,15 @@ static void payload_done(struct lite_transport *t, struct conn *c)
             t->up->rma_target_done(t->core, c->token);
         }
         c->token = NULL;
-        if (!c->rx_noack)
-            send_answer(t, c, LITE_WIRE_RMA_ACK, c->rx_id, c->rx_status);
+        if (c->rx_noack) {
+            if (c->rx_sticky && c->rx_status && !c->sticky_error)
+                c->sticky_error = c->rx_status;
+        } else {
+            /* a refusal of an earlier page of the batch is this batch's outcome too */
+            int st = c->rx_status ? c->rx_status : c->sticky_error;
+            c->sticky_error = 0;
+            send_answer(t, c, LITE_WIRE_RMA_ACK, c->rx_id, st);
+        }
         break;
     case RX_READ_RESP: {
         struct rma_slot *sl = slot_find(c, c->rx_id, LITE_RMA_READ);
@@ -500,6 +511,7 @@ static int frame_begin(struct lite_transport *t, struct conn *c, const struct li
         c->rx_imm = h->imm;
         c->rx_has_imm = (h->flags & LITE_WIRE_F_IMM) != 0;
         c->rx_noack = (h->flags & LITE_WIRE_F_NOACK) != 0;
+        c->rx_sticky = (h->flags & LITE_WIRE_F_STICKY) != 0;
         c->token = NULL;
         /* Key, bounds and rights are checked before a single byte is placed; a refused
          * write's payload is read and dropped, and the refusal goes back to the initiator. */

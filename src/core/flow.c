@@ -63,14 +63,15 @@ struct lite_rndv {
     struct lite_tp_rma write;
     uint8_t msg[CTS_LEN]; /* payload of the RTS / CTS / FIN this side sends */
 };
+/* Stages of a rendezvous request. */
 enum {
-    ST_RTS = 1,
-    ST_WRITE = 2,
-    ST_FIN = 3,
-    ST_CTS = 4,
-    ST_WRITE_FIN = 5,
-    ST_PARK = 6,
-    ST_RTR = 7
+    ST_RTS = 1,       /* sender: RTS sent, waiting for CTS */
+    ST_WRITE = 2,     /* sender: write posted; FIN when it completes */
+    ST_FIN = 3,       /* sender: FIN posted (after the write, or a refusal) */
+    ST_CTS = 4,       /* receiver: CTS sent, waiting for FIN */
+    ST_WRITE_FIN = 5, /* sender, ordered transport: write and FIN both posted */
+    ST_PARK = 6,      /* sender, collective: waiting for the receiver's RTR */
+    ST_RTR = 7        /* receiver, collective: RTR sent, still posted, waiting for FIN */
 };
 
 static void put64(uint8_t *p, uint64_t v)

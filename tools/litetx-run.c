@@ -108,6 +108,7 @@ int main(int argc, char **argv)
             snprintf(rbuf, sizeof(rbuf), "%d", r);
             setenv("LITETX_RANK", rbuf, 1);
             setenv("LITETX_WORLD_SIZE", nbuf, 1);
+            setenv("LITETX_LOCAL_SIZE", nbuf, 1); /* every rank runs on this host */
             setenv("LITETX_ROOT", root, 1);
             if (transport)
                 setenv("LITETX_TRANSPORT", transport, 1);

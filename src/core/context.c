@@ -3,6 +3,7 @@
  * meet the other ranks through the bootstrap, connect every pair, and tear it all down again.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,35 @@ static int64_t default_spin_ns(int world_size)
     return world_size <= 2 ? 200000 : 20000;
 }
 
+/* Ranks on this host, from the launcher (litetx-run, Open MPI, torchrun), or 0 if unknown. */
+static long local_ranks(void)
+{
+    const char *names[] = {"LITETX_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = getenv(names[i]);
+        char *end;
+        long n = v && *v ? strtol(v, &end, 10) : 0;
+        if (n > 0 && *end == 0)
+            return n;
+    }
+    return 0;
+}
+
+/* Whether a polling wait should yield the CPU after each poll: when this host runs more ranks
+ * than this process may use CPUs, a rank that polls takes the CPU from one that has work.
+ * LITETX_YIELD=1 / 0 forces it. */
+static bool default_yield(void)
+{
+    const char *v = getenv("LITETX_YIELD");
+    if (v && (!strcmp(v, "0") || !strcmp(v, "1")))
+        return *v == '1';
+    cpu_set_t set;
+    long local = local_ranks();
+    if (local <= 0 || sched_getaffinity(0, sizeof(set), &set) != 0)
+        return false;
+    return local > CPU_COUNT(&set);
+}
+
 static int init_fail(struct lite_ctx *ctx, int rc, const char *why)
 {
     lite_fmt(g_init_error, sizeof(g_init_error), "%s", why);
@@ -63,6 +93,7 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     }
     lite_log_set_level(ctx->s.log_level);
     ctx->spin_ns = default_spin_ns(ctx->s.world_size);
+    ctx->yield_polls = default_yield();
     ctx->peers = calloc((size_t)ctx->s.world_size, sizeof(struct lite_peer));
     if (!ctx->peers)
         return init_fail(ctx, -ENOMEM, "out of memory");

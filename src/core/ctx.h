@@ -107,6 +107,7 @@ struct lite_ctx {
     uint8_t coll_sink;     /* where zero-information messages (barrier tokens) land */
     bool ready;            /* lite_init completed */
     int64_t spin_ns;       /* how long a wait polls before it sleeps in the backend */
+    bool yield_polls;      /* more ranks on this host than CPUs: yield the CPU after each poll */
     uint16_t tp_id;        /* hash of the transport name, stamped into remote descriptors */
     uint32_t credits_max;  /* eager slots granted to each peer */
     size_t rndv_threshold; /* messages of at least this many bytes go by rendezvous */

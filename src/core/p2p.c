@@ -3,6 +3,7 @@
  * the unexpected queue, request completion, and the upcalls backends report through.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -463,6 +464,8 @@ int lite_post_recv(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, v
 int lite_progress_once(struct lite_ctx *ctx, int sleep_ms)
 {
     int rc = ctx->ops.progress(ctx->tp, sleep_ms);
+    if (sleep_ms == 0 && ctx->yield_polls)
+        sched_yield(); /* oversubscribed host: let a rank with work run */
     if (rc < 0)
         return lite_fail(ctx, rc, "transport %s progress failed: %s", ctx->ops.name,
                          lite_strerror(rc));

@@ -191,7 +191,7 @@ static bool rtr_mode(const struct lite_ctx *ctx, uint8_t chan, size_t len)
 static void rtr_write(struct lite_ctx *ctx, struct lite_request *r, const struct lite_rtr *a);
 
 /* Drop kept RTRs for tags below `tag`: sends to a peer are posted in increasing tag order, so
- * none will ever use them (their receiver got an eager message instead). */
+ * none will ever use them (their receiver got an eager message or an RTS instead). */
 static void rtr_purge(struct lite_peer *p, uint64_t tag)
 {
     for (struct lite_rtr **pp = &p->rtr_ready; *pp;) {
@@ -209,9 +209,10 @@ static void rtr_purge(struct lite_peer *p, uint64_t tag)
 int lite_flow_send(struct lite_ctx *ctx, struct lite_request *r)
 {
     struct lite_peer *p = &ctx->peers[r->peer];
+    bool rtr = rtr_mode(ctx, r->channel, r->len);
     if (r->channel == LITE_CHAN_COLL)
-        rtr_purge(p, r->tag);
-    if (rtr_mode(ctx, r->channel, r->len)) {
+        rtr_purge(p, rtr ? r->tag : r->tag + 1); /* a tag that goes eager drops its RTR too */
+    if (rtr) {
         r->rndv = calloc(1, sizeof(*r->rndv));
         if (!r->rndv)
             return -ENOMEM;

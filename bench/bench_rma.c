@@ -3,7 +3,7 @@
  * fabtests' `fi_rma_bw -o writedata` so the two can be compared side by side:
  *
  *   litetx-run -n 2 [--transport efa] bench_rma [-s 64K,1M,16M] [-r REPS] [-W WINDOW] [-I ITERS]
- *                                               [-P PAGE]
+ *                                               [-P PAGE] [-S]
  *
  * Rank 0 posts WINDOW writes with an immediate into the same window of rank 1, waits for all of
  * them to complete (on liblitetx a write completes when its data is in place at the target),
@@ -18,8 +18,12 @@
  * pages, page i of the source going to page perm[i] of the target (a fixed shuffle), with an
  * immediate per page; the target waits for (WARMUP + ITERS) x SIZE/PAGE counts and checks every
  * page landed where the shuffle says. Compare with the plain run at the same SIZE.
+ *
+ * -S: a sliding window instead (keep WINDOW writes in flight, wait for the oldest before the next),
+ * the shape of `litetx_bench bw`, for comparing writes with the library's own send/recv.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +98,7 @@ int main(int argc, char **argv)
     int nsizes = 3, reps = 5;
     long iters_opt = 0, window_opt = 0;
     size_t page = 0;
+    bool sliding = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-s") && i + 1 < argc) {
             nsizes = 0;
@@ -108,12 +113,14 @@ int main(int argc, char **argv)
             iters_opt = atol(argv[++i]);
         } else if (!strcmp(argv[i], "-W") && i + 1 < argc) {
             window_opt = atol(argv[++i]);
+        } else if (!strcmp(argv[i], "-S")) {
+            sliding = true;
         } else if (!strcmp(argv[i], "-P") && i + 1 < argc) {
             if (!(page = parse_size(argv[++i])))
                 DIE(NULL, "bad page size %s", argv[i]);
         } else {
             fprintf(stderr, "usage: litetx-run -n 2 bench_rma [-s 64K,1M,16M] [-r REPS] "
-                            "[-W WINDOW] [-I ITERS] [-P PAGE]\n");
+                            "[-W WINDOW] [-I ITERS] [-P PAGE] [-S]\n");
             return 2;
         }
     }
@@ -188,6 +195,11 @@ int main(int argc, char **argv)
                 for (long i = 0; i < warm + iters; i++) {
                     if (i == warm)
                         t0 = now_s();
+                    if (sliding) {
+                        j = i % window;
+                        if (i >= window)
+                            CHECK_RC(ctx, lite_wait(ctx, win[j], WAIT_MS, NULL));
+                    }
                     if (page)
                         CHECK_RC(ctx,
                                  lite_write_paged(ctx, 1, mr, src_pages, &descs[1], perm, npages,
@@ -195,12 +207,16 @@ int main(int argc, char **argv)
                     else
                         CHECK_RC(ctx,
                                  lite_write_imm(ctx, 1, mr, 0, &descs[1], 0, size, imm, &win[j]));
-                    if (++j == window || i + 1 == warm + iters) {
+                    if (!sliding && (++j == window || i + 1 == warm + iters)) {
                         for (long k = 0; k < j; k++)
                             CHECK_RC(ctx, lite_wait(ctx, win[k], WAIT_MS, NULL));
                         j = 0;
                     }
                 }
+                /* sliding: the last `window` writes are still in flight */
+                for (long k = warm + iters - window; sliding && k < warm + iters; k++)
+                    if (k >= 0)
+                        CHECK_RC(ctx, lite_wait(ctx, win[k % window], WAIT_MS, NULL));
                 mbs[rep] = (double)iters * (double)size / (now_s() - t0) / 1e6;
             } else {
                 CHECK_RC(ctx, lite_imm_wait(ctx, imm, (uint64_t)(warm + iters) * npages, WAIT_MS));

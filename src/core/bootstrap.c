@@ -39,26 +39,15 @@ struct bs_frame {
     uint8_t *payload; /* malloc'd, NUL-terminated for convenience */
 };
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static int send_frame(int fd, uint32_t type, uint32_t rank, uint32_t world, const void *payload,
                       uint32_t len, int64_t deadline)
 {
     uint8_t h[BS_HDR];
-    put32(h, BS_MAGIC);
-    put32(h + 4, type);
-    put32(h + 8, rank);
-    put32(h + 12, world);
-    put32(h + 16, len);
+    lite_put32(h, BS_MAGIC);
+    lite_put32(h + 4, type);
+    lite_put32(h + 8, rank);
+    lite_put32(h + 12, world);
+    lite_put32(h + 16, len);
     int rc = lite_sock_write_full(fd, h, sizeof(h), deadline);
     if (rc == 0 && len)
         rc = lite_sock_write_full(fd, payload, len, deadline);
@@ -73,12 +62,12 @@ static int recv_frame(int fd, struct bs_frame *f, int64_t deadline)
     int rc = lite_sock_read_full(fd, h, sizeof(h), deadline);
     if (rc)
         return rc;
-    if (get32(h) != BS_MAGIC)
+    if (lite_get32(h) != BS_MAGIC)
         return -LITE_ERR_PROTOCOL;
-    f->type = get32(h + 4);
-    f->rank = get32(h + 8);
-    f->world = get32(h + 12);
-    f->len = get32(h + 16);
+    f->type = lite_get32(h + 4);
+    f->rank = lite_get32(h + 8);
+    f->world = lite_get32(h + 12);
+    f->len = lite_get32(h + 16);
     if (f->type < BS_HELLO || f->type > BS_GO || f->len > BS_MAX_PAYLOAD)
         return -LITE_ERR_PROTOCOL;
     f->payload = malloc(f->len + 1);
@@ -353,7 +342,7 @@ int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t 
             }
             size_t off = 0;
             for (int r = 0; r < b->world; r++) {
-                put32(table + off, (uint32_t)lens[r]);
+                lite_put32(table + off, (uint32_t)lens[r]);
                 memcpy(table + off + 4, blobs[r], lens[r]);
                 off += 4 + lens[r];
             }
@@ -391,7 +380,7 @@ int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t 
         for (int r = 0; r < b->world && !rc; r++) {
             uint32_t l = 0;
             if (f.type != BS_TABLE || off + 4 > f.len ||
-                (l = get32(f.payload + off)) > f.len - off - 4)
+                (l = lite_get32(f.payload + off)) > f.len - off - 4)
                 rc = -LITE_ERR_PROTOCOL;
             else if (!(blobs[r] = malloc(l + 1)))
                 rc = -ENOMEM;

@@ -171,60 +171,32 @@ void lite_coll_select(int kind, int world, size_t count, size_t esz,
 
 #define HDR_MAGIC 0x0143544cu /* "LTC" + version 1, little-endian */
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 void lite_coll_hdr_encode(const struct lite_coll_hdr *h, uint8_t out[LITE_COLL_HDR_LEN])
 {
-    put32(out, HDR_MAGIC);
+    lite_put32(out, HDR_MAGIC);
     out[4] = h->kind;
     out[5] = h->dtype;
     out[6] = h->redop;
     out[7] = h->algo;
-    put32(out + 8, (uint32_t)h->root);
-    put32(out + 12, 0);
-    put64(out + 16, h->chunk);
-    put64(out + 24, h->count);
-    put64(out + 32, h->pair);
+    lite_put32(out + 8, (uint32_t)h->root);
+    lite_put32(out + 12, 0);
+    lite_put64(out + 16, h->chunk);
+    lite_put64(out + 24, h->count);
+    lite_put64(out + 32, h->pair);
 }
 
 int lite_coll_hdr_decode(const uint8_t in[LITE_COLL_HDR_LEN], struct lite_coll_hdr *h)
 {
-    if (get32(in) != HDR_MAGIC || get32(in + 12) != 0)
+    if (lite_get32(in) != HDR_MAGIC || lite_get32(in + 12) != 0)
         return -LITE_ERR_PROTOCOL;
     h->kind = in[4];
     h->dtype = in[5];
     h->redop = in[6];
     h->algo = in[7];
-    h->root = (int32_t)get32(in + 8);
-    h->chunk = get64(in + 16);
-    h->count = get64(in + 24);
-    h->pair = get64(in + 32);
+    h->root = (int32_t)lite_get32(in + 8);
+    h->chunk = lite_get64(in + 16);
+    h->count = lite_get64(in + 24);
+    h->pair = lite_get64(in + 32);
     return 0;
 }
 

@@ -74,20 +74,6 @@ enum {
     ST_RTR = 7        /* receiver, collective: RTR sent, still posted, waiting for FIN */
 };
 
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 int lite_flow_init(struct lite_ctx *ctx, char *why, size_t why_len)
 {
     ctx->credits_max = (uint32_t)ctx->s.credits;
@@ -237,8 +223,8 @@ int lite_flow_send(struct lite_ctx *ctx, struct lite_request *r)
             return -ENOMEM;
         r->rndv->stage = ST_RTS;
         r->rndv->id = ++p->rndv_next_id;
-        put64(r->rndv->msg, r->len);
-        put64(r->rndv->msg + 8, r->rndv->id);
+        lite_put64(r->rndv->msg, r->len);
+        lite_put64(r->rndv->msg + 8, r->rndv->id);
     }
     if (p->credits == 0 || p->sendq) {
         /* Out of credit: queue behind what already waits, so order is kept. */
@@ -323,9 +309,9 @@ void lite_flow_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_
         if (!status)
             lite_mr_desc(ctx, rv->mr, &desc);
     }
-    put64(rv->msg, id);
-    put64(rv->msg + 8, rv->id);
-    put64(rv->msg + 16, (uint64_t)(int64_t)status);
+    lite_put64(rv->msg, id);
+    lite_put64(rv->msg + 8, rv->id);
+    lite_put64(rv->msg + 16, (uint64_t)(int64_t)status);
     memcpy(rv->msg + 24, desc.bytes, LITE_RDESC_SIZE);
     /* The CTS goes out through a request of its own; this request waits for FIN. */
     struct lite_request *cts = lite_request_new(0, LITE_CHAN_CTRL, r->peer, 0, NULL, 0);
@@ -386,9 +372,9 @@ static void start_write(struct lite_ctx *ctx, struct lite_request *r)
      * then the receiver never sees this FIN either. */
     rv->stage = ST_WRITE_FIN;
     rv->pending = 2;
-    put64(rv->msg, rv->peer_id);
-    put64(rv->msg + 8, 0);
-    put64(rv->msg + 16, r->len);
+    lite_put64(rv->msg, rv->peer_id);
+    lite_put64(rv->msg + 8, 0);
+    lite_put64(rv->msg + 16, r->len);
     rc = send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r);
     if (rc) {
         rv->pending = 1; /* the write still completes (with the connection's error) */
@@ -409,9 +395,9 @@ static void rtr_write(struct lite_ctx *ctx, struct lite_request *r, const struct
     if (!rc && r->len > a->len) {
         /* The receiver expects less: it fails with -LITE_ERR_TRUNCATED, the send is done. */
         rv->stage = ST_FIN;
-        put64(rv->msg, rv->peer_id);
-        put64(rv->msg + 8, (uint64_t)(int64_t)-LITE_ERR_TRUNCATED);
-        put64(rv->msg + 16, 0);
+        lite_put64(rv->msg, rv->peer_id);
+        lite_put64(rv->msg + 8, (uint64_t)(int64_t)-LITE_ERR_TRUNCATED);
+        lite_put64(rv->msg + 16, 0);
         rc = send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r);
         if (rc)
             lite_request_finish(r, rc);
@@ -439,7 +425,7 @@ static void rtr_write(struct lite_ctx *ctx, struct lite_request *r, const struct
 static int rtr_arrived(struct lite_ctx *ctx, int peer, const uint8_t *m)
 {
     struct lite_peer *p = &ctx->peers[peer];
-    struct lite_rtr a = {.tag = get64(m), .rid = get64(m + 8), .len = get64(m + 16)};
+    struct lite_rtr a = {.tag = lite_get64(m), .rid = lite_get64(m + 8), .len = lite_get64(m + 16)};
     memcpy(a.desc.bytes, m + 24, LITE_RDESC_SIZE);
     for (struct lite_request **pp = &p->rtr_wait; *pp; pp = &(*pp)->next) {
         if ((*pp)->tag == a.tag) {
@@ -485,9 +471,9 @@ bool lite_flow_rtr_post(struct lite_ctx *ctx, struct lite_request *r)
     memset(&desc, 0, sizeof(desc));
     if (lite_mr_reg(ctx, r->buf, r->len, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &rv->mr) == 0)
         lite_mr_desc(ctx, rv->mr, &desc);
-    put64(rv->msg, r->tag);
-    put64(rv->msg + 8, rv->mr ? rv->id : 0); /* 0: refused (the send fails) */
-    put64(rv->msg + 16, r->len);
+    lite_put64(rv->msg, r->tag);
+    lite_put64(rv->msg + 8, rv->mr ? rv->id : 0); /* 0: refused (the send fails) */
+    lite_put64(rv->msg + 16, r->len);
     memcpy(rv->msg + 24, desc.bytes, LITE_RDESC_SIZE);
     r->rndv = rv;
     req->pending_ops = 1;
@@ -584,14 +570,14 @@ int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
     case CTRL_CREDIT:
         break;
     case CTRL_CTS: {
-        struct lite_request *r = take_by_id(&p->rndv_send, get64(m));
+        struct lite_request *r = take_by_id(&p->rndv_send, lite_get64(m));
         if (!r || r->rndv->stage != ST_RTS) {
             lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d answered an unknown rendezvous", peer);
             return -LITE_ERR_PROTOCOL;
         }
         struct lite_rndv *rv = r->rndv;
-        rv->peer_id = get64(m + 8);
-        int status = (int)(int64_t)get64(m + 16);
+        rv->peer_id = lite_get64(m + 8);
+        int status = (int)(int64_t)lite_get64(m + 16);
         if (status > 0)
             status = -LITE_ERR_PROTOCOL;
         if (status) {
@@ -630,8 +616,8 @@ int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
     case CTRL_RTR:
         return rtr_arrived(ctx, peer, m);
     case CTRL_FIN: {
-        uint64_t id = get64(m), len = get64(m + 16);
-        int status = (int)(int64_t)get64(m + 8);
+        uint64_t id = lite_get64(m), len = lite_get64(m + 16);
+        int status = (int)(int64_t)lite_get64(m + 8);
         struct lite_request *r = take_by_id(&p->rndv_recv, id);
         bool announced = !r && (r = take_announced(p, id)) != NULL;
         if (!r) {
@@ -676,9 +662,9 @@ bool lite_flow_send_done(struct lite_ctx *ctx, struct lite_request *r, int statu
         /* The data is in place at the receiver (or refused): tell it with FIN. */
         rv->status = status;
         rv->stage = ST_FIN;
-        put64(rv->msg, rv->peer_id);
-        put64(rv->msg + 8, (uint64_t)(int64_t)status);
-        put64(rv->msg + 16, status ? 0 : r->len);
+        lite_put64(rv->msg, rv->peer_id);
+        lite_put64(rv->msg + 8, (uint64_t)(int64_t)status);
+        lite_put64(rv->msg + 16, status ? 0 : r->len);
         int rc = send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r);
         if (rc)
             lite_request_finish(r, rc);

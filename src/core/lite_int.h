@@ -13,6 +13,40 @@
 #include "litetx/litetx.h"
 #include "litetx/transport.h"
 
+/* Little-endian field access for the wire formats (frames, descriptors, headers). */
+static inline void lite_put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void lite_put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void lite_put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint16_t lite_get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static inline uint32_t lite_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t lite_get64(const uint8_t *p)
+{
+    return (uint64_t)lite_get32(p) | (uint64_t)lite_get32(p + 4) << 32;
+}
+
 #define LITE_HIDDEN       __attribute__((visibility("hidden")))
 #define LITE_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

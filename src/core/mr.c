@@ -24,28 +24,6 @@
 #define RDESC_SUM_OFF 104
 #define DEREG_WAIT_MS 10000
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 static uint32_t fnv1a(const uint8_t *p, size_t n)
 {
     uint32_t h = 2166136261u;
@@ -178,16 +156,16 @@ static void pack(struct lite_ctx *ctx, const struct lite_mr *mr, lite_rdesc_t *d
     b[1] = (uint8_t)mr->keys.nrails;
     b[2] = (uint8_t)ctx->tp_id;
     b[3] = (uint8_t)(ctx->tp_id >> 8);
-    put32(b + 4, (uint32_t)ctx->s.rank);
-    put64(b + 8, (uint64_t)(uintptr_t)mr->addr);
-    put64(b + 16, mr->len);
-    put32(b + 24, mr->access);
-    put32(b + 28, (uint32_t)mr->kind);
-    put64(b + 32, mr->key);
+    lite_put32(b + 4, (uint32_t)ctx->s.rank);
+    lite_put64(b + 8, (uint64_t)(uintptr_t)mr->addr);
+    lite_put64(b + 16, mr->len);
+    lite_put32(b + 24, mr->access);
+    lite_put32(b + 28, (uint32_t)mr->kind);
+    lite_put64(b + 32, mr->key);
     for (uint32_t i = 0; i < mr->keys.nrails && i < LITE_MAX_RAILS; i++)
-        put64(b + 40 + 8 * i, mr->keys.rkey[i]);
-    put32(b + RDESC_SUM_OFF, RDESC_MAGIC);
-    put32(b + RDESC_SUM_OFF + 4, fnv1a(b, RDESC_SUM_OFF));
+        lite_put64(b + 40 + 8 * i, mr->keys.rkey[i]);
+    lite_put32(b + RDESC_SUM_OFF, RDESC_MAGIC);
+    lite_put32(b + RDESC_SUM_OFF + 4, fnv1a(b, RDESC_SUM_OFF));
 }
 
 LITE_API int lite_mr_desc(lite_ctx_t *ctx, const lite_mr_t *mr, lite_rdesc_t *desc)
@@ -206,8 +184,8 @@ int lite_rdesc_parse(struct lite_ctx *ctx, const lite_rdesc_t *d, int peer,
     const uint8_t *b = d->bytes;
     if (!ctx->tp_id)
         ctx->tp_id = transport_id(ctx->ops.name);
-    if (get32(b + RDESC_SUM_OFF) != RDESC_MAGIC ||
-        get32(b + RDESC_SUM_OFF + 4) != fnv1a(b, RDESC_SUM_OFF))
+    if (lite_get32(b + RDESC_SUM_OFF) != RDESC_MAGIC ||
+        lite_get32(b + RDESC_SUM_OFF + 4) != fnv1a(b, RDESC_SUM_OFF))
         return lite_fail(ctx, -EINVAL, "not a remote descriptor (bad magic or checksum)");
     if (b[0] != LITE_RDESC_VERSION)
         return lite_fail(ctx, -EINVAL, "remote descriptor version %u, expected %u", b[0],
@@ -215,20 +193,20 @@ int lite_rdesc_parse(struct lite_ctx *ctx, const lite_rdesc_t *d, int peer,
     if ((uint16_t)(b[2] | b[3] << 8) != ctx->tp_id)
         return lite_fail(ctx, -EINVAL, "remote descriptor belongs to another transport than %s",
                          ctx->ops.name);
-    out->owner = get32(b + 4);
+    out->owner = lite_get32(b + 4);
     if (out->owner != (uint32_t)peer)
         return lite_fail(ctx, -EINVAL, "remote descriptor is of rank %u, not of rank %d",
                          out->owner, peer);
     out->nrails = b[1];
     if (out->nrails > LITE_MAX_RAILS)
         return lite_fail(ctx, -EINVAL, "remote descriptor with %u rails", out->nrails);
-    out->addr = get64(b + 8);
-    out->len = get64(b + 16);
-    out->access = get32(b + 24);
-    out->kind = (int)get32(b + 28);
-    out->core_key = get64(b + 32);
+    out->addr = lite_get64(b + 8);
+    out->len = lite_get64(b + 16);
+    out->access = lite_get32(b + 24);
+    out->kind = (int)lite_get32(b + 28);
+    out->core_key = lite_get64(b + 32);
     for (uint32_t i = 0; i < out->nrails; i++)
-        out->rkey[i] = get64(b + 40 + 8 * i);
+        out->rkey[i] = lite_get64(b + 40 + 8 * i);
     return 0;
 }
 

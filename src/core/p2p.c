@@ -206,19 +206,11 @@ static int up_recv_begin(struct lite_core *core, int peer, const struct lite_msg
     return 0;
 }
 
-static uint64_t get_u64(const uint8_t *b)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | b[i];
-    return v;
-}
-
 /* An RTS is in: match it to a posted receive, or keep it as an unexpected (data-less) entry. */
 static void rts_arrived(struct lite_ctx *ctx, int peer)
 {
     struct lite_peer *p = &ctx->peers[peer];
-    uint64_t len = get_u64(p->rx_small), id = get_u64(p->rx_small + 8);
+    uint64_t len = lite_get64(p->rx_small), id = lite_get64(p->rx_small + 8);
     struct lite_request *r = take_posted(p, p->rx_hdr.channel, p->rx_hdr.tag);
     if (r) {
         lite_flow_rtr_withdraw(ctx, r);

@@ -3,63 +3,27 @@
 
 #include "lite_int.h"
 
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 void lite_wire_encode(const struct lite_wire_hdr *h, uint8_t out[LITE_WIRE_HDR_LEN])
 {
-    put16(out, LITE_WIRE_MAGIC);
+    lite_put16(out, LITE_WIRE_MAGIC);
     out[2] = LITE_WIRE_VERSION;
     out[3] = h->type;
     out[4] = h->channel;
     out[5] = h->flags;
-    put16(out + 6, h->credits);
-    put64(out + 8, h->tag);
-    put64(out + 16, h->len);
-    put64(out + 24, h->key);
-    put64(out + 32, h->offset);
-    put32(out + 40, h->imm);
-    put32(out + 44, (uint32_t)h->status);
+    lite_put16(out + 6, h->credits);
+    lite_put64(out + 8, h->tag);
+    lite_put64(out + 16, h->len);
+    lite_put64(out + 24, h->key);
+    lite_put64(out + 32, h->offset);
+    lite_put32(out + 40, h->imm);
+    lite_put32(out + 44, (uint32_t)h->status);
 }
 
 int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len, struct lite_wire_hdr *h,
                      const char **why)
 {
     const char *w = NULL;
-    if (get16(in) != LITE_WIRE_MAGIC)
+    if (lite_get16(in) != LITE_WIRE_MAGIC)
         w = "bad magic (not a liblitetx peer)";
     else if (in[2] != LITE_WIRE_VERSION)
         w = "unsupported wire version";
@@ -71,13 +35,13 @@ int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len, stru
         h->type = in[3];
         h->channel = in[4];
         h->flags = in[5];
-        h->credits = get16(in + 6);
-        h->tag = get64(in + 8);
-        h->len = get64(in + 16);
-        h->key = get64(in + 24);
-        h->offset = get64(in + 32);
-        h->imm = get32(in + 40);
-        h->status = (int32_t)get32(in + 44);
+        h->credits = lite_get16(in + 6);
+        h->tag = lite_get64(in + 8);
+        h->len = lite_get64(in + 16);
+        h->key = lite_get64(in + 24);
+        h->offset = lite_get64(in + 32);
+        h->imm = lite_get32(in + 40);
+        h->status = (int32_t)lite_get32(in + 44);
         bool control =
             h->type == LITE_WIRE_HELLO || h->type == LITE_WIRE_BYE || h->type == LITE_WIRE_RMA_ACK;
         if (control && h->len != 0)

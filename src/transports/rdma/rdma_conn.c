@@ -31,48 +31,20 @@
 #define INFO_FIXED 40
 #define BLOB_FIXED 24
 
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    put32(p, (uint32_t)v);
-    put32(p + 4, (uint32_t)(v >> 32));
-}
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 static void ep_put(uint8_t *p, const struct lite_rdma_ep *e)
 {
-    put32(p, e->qpn);
-    put32(p + 4, e->psn);
-    put16(p + 8, e->lid);
+    lite_put32(p, e->qpn);
+    lite_put32(p + 4, e->psn);
+    lite_put16(p + 8, e->lid);
     p[10] = e->mtu;
     p[11] = 0;
     memcpy(p + 12, e->gid, 16);
 }
 static void ep_get(const uint8_t *p, struct lite_rdma_ep *e)
 {
-    e->qpn = get32(p) & 0xffffff;
-    e->psn = get32(p + 4) & 0xffffff;
-    e->lid = get16(p + 8);
+    e->qpn = lite_get32(p) & 0xffffff;
+    e->psn = lite_get32(p + 4) & 0xffffff;
+    e->lid = lite_get16(p + 8);
     e->mtu = p[10];
     memcpy(e->gid, p + 12, 16);
 }
@@ -121,10 +93,10 @@ int lite_rdma_sc_send(struct lite_rdma_conn *c, uint8_t type, uint8_t rail, cons
     uint8_t b[SC_HDR + 1024];
     if (c->fd < 0 || len > sizeof(b) - SC_HDR)
         return -EINVAL;
-    put32(b, SC_MAGIC);
+    lite_put32(b, SC_MAGIC);
     b[4] = type;
     b[5] = rail;
-    put16(b + 6, len);
+    lite_put16(b + 6, len);
     if (len)
         memcpy(b + SC_HDR, p, len);
     return lite_sock_write_full(c->fd, b, SC_HDR + (size_t)len, lite_deadline_ns(2000));
@@ -138,11 +110,11 @@ static int read_frame(int fd, uint8_t *type, uint8_t *rail, uint8_t *p, uint16_t
     int rc = lite_sock_read_full(fd, h, sizeof(h), deadline);
     if (rc)
         return rc;
-    if (get32(h) != SC_MAGIC || get16(h + 6) > 1024)
+    if (lite_get32(h) != SC_MAGIC || lite_get16(h + 6) > 1024)
         return -LITE_ERR_PROTOCOL;
     *type = h[4];
     *rail = h[5];
-    *len = get16(h + 6);
+    *len = lite_get16(h + 6);
     return *len ? lite_sock_read_full(fd, p, *len, deadline) : 0;
 }
 
@@ -151,15 +123,15 @@ static int read_frame(int fd, uint8_t *type, uint8_t *rail, uint8_t *p, uint16_t
 /* This rank's end of the pair with c, as HELLO / HELLO_ACK carry it. */
 static uint16_t info_put(struct lite_transport *t, struct lite_rdma_conn *c, uint8_t *p)
 {
-    put32(p, (uint32_t)t->rank);
-    put32(p + 4, (uint32_t)t->world);
-    put32(p + 8, c->nrails);
-    put32(p + 12, c->rx_depth);
-    put32(p + 16, c->slot_bytes);
-    put32(p + 20, c->imm_depth);
-    put64(p + 24, (uintptr_t)t->mbox); /* our mailbox array: the peer writes its row */
-    put32(p + 32, t->mbox_mr->rkey);
-    put32(p + 36, 0);
+    lite_put32(p, (uint32_t)t->rank);
+    lite_put32(p + 4, (uint32_t)t->world);
+    lite_put32(p + 8, c->nrails);
+    lite_put32(p + 12, c->rx_depth);
+    lite_put32(p + 16, c->slot_bytes);
+    lite_put32(p + 20, c->imm_depth);
+    lite_put64(p + 24, (uintptr_t)t->mbox); /* our mailbox array: the peer writes its row */
+    lite_put32(p + 32, t->mbox_mr->rkey);
+    lite_put32(p + 36, 0);
     struct lite_rdma_ep e;
     lite_rdma_qp_ep(t, c->msg, &e);
     ep_put(p + INFO_FIXED, &e);
@@ -178,21 +150,21 @@ static uint16_t info_put(struct lite_transport *t, struct lite_rdma_conn *c, uin
 static int info_apply(struct lite_transport *t, struct lite_rdma_conn *c, const uint8_t *p,
                       uint16_t len, const char **why)
 {
-    if (len < INFO_FIXED + EP_LEN || get32(p) != (uint32_t)c->peer ||
-        get32(p + 4) != (uint32_t)t->world) {
+    if (len < INFO_FIXED + EP_LEN || lite_get32(p) != (uint32_t)c->peer ||
+        lite_get32(p + 4) != (uint32_t)t->world) {
         *why = "handshake from the wrong rank or world";
         return -LITE_ERR_PROTOCOL;
     }
-    uint32_t nrails = get32(p + 8), rx_depth = get32(p + 12), slot = get32(p + 16),
-             imm_depth = get32(p + 20);
+    uint32_t nrails = lite_get32(p + 8), rx_depth = lite_get32(p + 12), slot = lite_get32(p + 16),
+             imm_depth = lite_get32(p + 20);
     if (nrails != c->nrails || len != INFO_FIXED + EP_LEN + 2 * EP_LEN * nrails || rx_depth == 0 ||
         imm_depth == 0 || slot < 64 || slot > (64u << 20)) {
         *why = "handshake with inconsistent sizes";
         return -LITE_ERR_PROTOCOL;
     }
     /* our slot for peer p in its mailbox array */
-    c->peer_mbox = get64(p + 24) + 8ull * (1 + LITE_MAX_RAILS) * (uint64_t)t->rank;
-    c->peer_mbox_rkey = get32(p + 32);
+    c->peer_mbox = lite_get64(p + 24) + 8ull * (1 + LITE_MAX_RAILS) * (uint64_t)t->rank;
+    c->peer_mbox_rkey = lite_get32(p + 32);
     c->peer_slot_bytes = slot;
     lite_rdma_window_init(&c->msg_win, rx_depth);
     struct lite_rdma_ep e;
@@ -319,7 +291,7 @@ static void accept_one(struct lite_transport *t, int64_t deadline)
     int64_t dl = lite_deadline_ns(2000);
     int rc = read_frame(fd, &type, &rail, p, &len, dl < deadline ? dl : deadline);
     const char *why = "not a liblitetx rdma handshake";
-    uint32_t rank = len >= 4 ? get32(p) : 0;
+    uint32_t rank = len >= 4 ? lite_get32(p) : 0;
     if (!rc && (type != SC_HELLO || rank <= (uint32_t)t->rank || rank >= (uint32_t)t->world ||
                 t->conns[rank].hello))
         rc = -LITE_ERR_PROTOCOL;
@@ -440,9 +412,9 @@ int lite_rdma_sc_rearm(struct lite_transport *t, struct lite_rdma_conn *c, uint3
     uint8_t p[24 + EP_LEN];
     p[0] = (uint8_t)kind;
     p[1] = p[2] = p[3] = 0;
-    put32(p + 4, rkey);
-    put64(p + 8, raddr);
-    put64(p + 16, len);
+    lite_put32(p + 4, rkey);
+    lite_put64(p + 8, raddr);
+    lite_put64(p + 16, len);
     struct lite_rdma_ep e;
     lite_rdma_qp_ep(t, c->out[rail], &e);
     ep_put(p + 24, &e);
@@ -457,8 +429,8 @@ static int on_rearm(struct lite_transport *t, struct lite_rdma_conn *c, uint8_t 
         return -LITE_ERR_PROTOCOL;
     unsigned need =
         p[0] == LITE_RMA_READ ? LITE_TP_ACCESS_REMOTE_READ : LITE_TP_ACCESS_REMOTE_WRITE;
-    int code = lite_rdma_mr_diagnose(t, t->rails[rail].dev, get32(p + 4), get64(p + 8),
-                                     get64(p + 16), need);
+    int code = lite_rdma_mr_diagnose(t, t->rails[rail].dev, lite_get32(p + 4), lite_get64(p + 8),
+                                     lite_get64(p + 16), need);
     LITE_INFO("rdma rank %d: rank %d's one-sided op was refused here: %s", t->rank, c->peer,
               lite_strerror(code));
     struct lite_rdma_qp *q = c->in[rail];
@@ -473,7 +445,7 @@ static int on_rearm(struct lite_transport *t, struct lite_rdma_conn *c, uint8_t 
         return rc;
     lite_rdma_rxacct_init(&c->imm_rx[rail], c->imm_depth);
     uint8_t a[4 + EP_LEN];
-    put32(a, (uint32_t)code);
+    lite_put32(a, (uint32_t)code);
     lite_rdma_qp_ep(t, q, &e);
     ep_put(a + 4, &e);
     return lite_rdma_sc_send(c, SC_REARM_ACK, rail, a, sizeof(a));
@@ -491,7 +463,7 @@ static int on_frame(struct lite_transport *t, struct lite_rdma_conn *c, uint8_t 
     case SC_REARM_ACK: {
         if (rail >= c->nrails || len != 4 + EP_LEN || !c->rearming[rail])
             return -LITE_ERR_PROTOCOL;
-        int code = (int)get32(p);
+        int code = (int)lite_get32(p);
         if (code >= 0 || code < -LITE_ERR_REMOTE_ACCESS)
             code = -LITE_ERR_REMOTE;
         struct lite_rdma_ep e;
@@ -531,8 +503,9 @@ int lite_rdma_sc_service(struct lite_transport *t, struct lite_rdma_conn *c)
         size_t off = 0;
         while (c->sc_len - off >= SC_HDR && c->state == CONN_UP) {
             const uint8_t *h = c->sc + off;
-            uint16_t len = get16(h + 6);
-            int rc = get32(h) == SC_MAGIC && len <= sizeof(c->sc) - SC_HDR ? 0 : -LITE_ERR_PROTOCOL;
+            uint16_t len = lite_get16(h + 6);
+            int rc =
+                lite_get32(h) == SC_MAGIC && len <= sizeof(c->sc) - SC_HDR ? 0 : -LITE_ERR_PROTOCOL;
             if (!rc && c->sc_len - off < SC_HDR + (size_t)len)
                 break;
             if (!rc)

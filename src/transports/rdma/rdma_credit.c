@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 
+#include "lite_int.h" /* wire-field helpers */
 #include "transports/rdma/rdma_logic.h"
 
 void lite_rdma_window_init(struct lite_rdma_window *w, uint32_t depth)
@@ -79,26 +80,6 @@ uint32_t lite_rdma_recv_depth(uint32_t credits)
 
 /* ---- frames ---- */
 
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 size_t lite_rdma_frame_encode(const struct lite_rdma_frame *f, uint8_t *out)
 {
     for (int i = 0; i < LITE_RDMA_CONT_HDR; i++)
@@ -108,9 +89,9 @@ size_t lite_rdma_frame_encode(const struct lite_rdma_frame *f, uint8_t *out)
         return LITE_RDMA_CONT_HDR;
     out[1] = f->channel;
     out[2] = f->flags;
-    put16(out + 4, f->credits);
-    put64(out + 8, f->tag);
-    put64(out + 16, f->len);
+    lite_put16(out + 4, f->credits);
+    lite_put64(out + 8, f->tag);
+    lite_put64(out + 16, f->len);
     return LITE_RDMA_FIRST_HDR;
 }
 
@@ -144,8 +125,8 @@ int lite_rdma_frame_decode(const uint8_t *in, size_t n, struct lite_rdma_frame *
     f->channel = in[1];
     f->flags = in[2];
     f->credits = (uint16_t)(in[4] | in[5] << 8);
-    f->tag = get64(in + 8);
-    f->len = get64(in + 16);
+    f->tag = lite_get64(in + 8);
+    f->len = lite_get64(in + 16);
     if (n - LITE_RDMA_FIRST_HDR > f->len) {
         *why = "SEND carries more bytes than its message";
         return -EPROTO;

@@ -16,6 +16,23 @@ static int fail(struct efa_rail *r, const char *what, int rc)
     return lite_efa_err(rc);
 }
 
+/* The endpoint, bound to the rail's AV and CQ, and enabled; *what names the call that failed. */
+static int open_ep(struct efa_rail *r, struct fi_info *info, const char **what)
+{
+    *what = "fi_endpoint";
+    int rc = fi_endpoint(r->domain, info, &r->ep, NULL);
+    if (rc)
+        return rc;
+    *what = "fi_ep_bind";
+    rc = fi_ep_bind(r->ep, &r->av->fid, 0);
+    if (!rc)
+        rc = fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV);
+    if (rc)
+        return rc;
+    *what = "fi_enable";
+    return fi_enable(r->ep);
+}
+
 int lite_efa_rail_open(struct lite_transport *t, uint32_t i, struct fi_info *info)
 {
     struct efa_rail *r = &t->rail[i];
@@ -54,17 +71,19 @@ int lite_efa_rail_open(struct lite_transport *t, uint32_t i, struct fi_info *inf
     rc = fi_av_open(r->domain, &aa, &r->av, NULL);
     if (rc)
         return fail(r, "fi_av_open", rc);
-    rc = fi_endpoint(r->domain, info, &r->ep, NULL);
+    const char *what = NULL;
+    rc = open_ep(r, info, &what);
+    if (rc == -FI_EBUSY && !strcmp(what, "fi_enable")) {
+        /* shm names its region after the pid: a region left by a killed process whose pid we
+         * now have reads as "in use" once, and the provider removes it; a fresh endpoint (with
+         * a new name) then opens. */
+        LITE_WARN("%s: fi_enable: region busy (left by a dead process?), retrying once", EFA_LOG);
+        fi_close(&r->ep->fid);
+        r->ep = NULL;
+        rc = open_ep(r, info, &what);
+    }
     if (rc)
-        return fail(r, "fi_endpoint", rc);
-    rc = fi_ep_bind(r->ep, &r->av->fid, 0);
-    if (!rc)
-        rc = fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV);
-    if (rc)
-        return fail(r, "fi_ep_bind", rc);
-    rc = fi_enable(r->ep);
-    if (rc)
-        return fail(r, "fi_enable", rc);
+        return fail(r, what, rc);
     r->name_len = sizeof(r->name);
     rc = fi_getname(&r->ep->fid, r->name, &r->name_len);
     if (rc)

@@ -3,9 +3,10 @@
  * meet the other ranks through the bootstrap, connect every pair, and tear it all down again.
  */
 #include <errno.h>
-#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctx.h"
 
@@ -49,19 +50,70 @@ static long local_ranks(void)
     return 0;
 }
 
+/* CPUs in a cpulist such as "0-3,8,10-11" (the kernel's format), or 0 if it does not parse. */
+static long cpulist_count(const char *s)
+{
+    long n = 0;
+    while (*s && *s != '\n') {
+        char *end;
+        long a = strtol(s, &end, 10), b = a;
+        if (end == s || a < 0)
+            return 0;
+        if (*end == '-') {
+            s = end + 1;
+            b = strtol(s, &end, 10);
+            if (end == s || b < a)
+                return 0;
+        }
+        n += b - a + 1;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return n;
+}
+
+/* The CPUs this host gives the job: the cgroup's cpuset (a container's share), v2 or v1, else
+ * the CPUs online. Not this process's affinity: launchers pin each rank to its own core
+ * (mpirun --bind-to core), and one CPU per rank is not oversubscription. */
+static long job_cpus(void)
+{
+    long n = 0;
+    char line[512], path[640];
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    while (f && n <= 0 && fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!strncmp(line, "0::", 3))
+            snprintf(path, sizeof(path), "/sys/fs/cgroup%s/cpuset.cpus.effective", line + 3);
+        else if (strstr(line, ":cpuset:"))
+            snprintf(path, sizeof(path), "/sys/fs/cgroup/cpuset%s/cpuset.effective_cpus",
+                     strstr(line, ":cpuset:") + 8);
+        else
+            continue;
+        FILE *c = fopen(path, "r");
+        if (c) {
+            if (fgets(line, sizeof(line), c))
+                n = cpulist_count(line);
+            fclose(c);
+        }
+    }
+    if (f)
+        fclose(f);
+    return n > 0 ? n : sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 /* Whether a polling wait should yield the CPU after each poll: when this host runs more ranks
- * than this process may use CPUs, a rank that polls takes the CPU from one that has work.
- * LITETX_YIELD=1 / 0 forces it. */
+ * than it gives the job CPUs, a rank that polls takes the CPU from one that has work.
+ * LITETX_YIELD=1 / 0 forces it (=1 for ranks crowded onto fewer CPUs by pinning). */
 static bool default_yield(void)
 {
     const char *v = getenv("LITETX_YIELD");
     if (v && (!strcmp(v, "0") || !strcmp(v, "1")))
         return *v == '1';
-    cpu_set_t set;
-    long local = local_ranks();
-    if (local <= 0 || sched_getaffinity(0, sizeof(set), &set) != 0)
-        return false;
-    return local > CPU_COUNT(&set);
+    long local = local_ranks(), cpus = job_cpus();
+    if (local > 0 && local > cpus) {
+        LITE_INFO("%ld ranks on this host's %ld CPUs: polling waits yield the CPU", local, cpus);
+        return true;
+    }
+    return false;
 }
 
 static int init_fail(struct lite_ctx *ctx, int rc, const char *why)

@@ -15,6 +15,7 @@
 
 #define CLOSE_DRAIN_MS 2000
 #define TICK_MS        5
+#define TICK_POLLS     63      /* polls between reads of the liveness clock: a poll is >= 30 ns */
 #define POLL_SLEEP_NS  50000   /* first nap between polls when the CQs cannot be slept on, */
 #define NAP_MAX_NS     1000000 /* doubling while nothing happens, up to this */
 #define IDLE_SPIN_NS   200000  /* a waiting progress call polls this long before it sleeps */
@@ -41,10 +42,13 @@ static int poll_once(struct lite_transport *t)
         n += lite_efa_msg_flush(t);
     if (t->piece_retry || t->rma_later)
         n += lite_efa_rma_flush(t);
-    int64_t now = lite_efa_clock();
-    if (now >= t->next_tick_ns) {
-        t->next_tick_ns = now + (int64_t)TICK_MS * 1000000;
-        lite_efa_peer_tick(t);
+    if (t->polls_left-- == 0) {
+        t->polls_left = TICK_POLLS;
+        t->clock_ns = lite_efa_clock();
+        if (t->clock_ns >= t->next_tick_ns) {
+            t->next_tick_ns = t->clock_ns + (int64_t)TICK_MS * 1000000;
+            lite_efa_peer_tick(t);
+        }
     }
     return n;
 }
@@ -52,6 +56,7 @@ static int poll_once(struct lite_transport *t)
 /* Sleep until a CQ has something or `ms` pass (bounded by the liveness tick). */
 static void wait_some(struct lite_transport *t, int ms)
 {
+    t->polls_left = 0; /* time passed: the next poll reads the clock */
     if (t->use_wait && t->epfd >= 0) {
         bool ok = true;
         for (uint32_t r = 0; r < t->nrails && ok; r++) {
@@ -131,6 +136,7 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
     t->core = prm->core;
     t->up = prm->up;
     t->epfd = -1;
+    t->clock_ns = lite_efa_clock();
     for (uint32_t i = 0; i < LITE_MAX_RAILS; i++)
         t->rail[i].wait_fd = -1;
     char why[384];

@@ -282,6 +282,8 @@ struct lite_transport {
     bool flush_pending; /* a post met -FI_EAGAIN: some peer's queue waits */
     bool closing;
     int64_t next_tick_ns;
+    int64_t clock_ns;    /* lite_efa_clock() when progress last read it (posts stamp with it) */
+    uint32_t polls_left; /* polls until progress reads the clock again */
     int epfd;
     int64_t nap_ns; /* next idle nap without a wait fd: doubles while idle, reset by events */
     int events;     /* upcalls made during this progress call */

@@ -253,7 +253,7 @@ static int flush_peer(struct lite_transport *t, int peer)
             break;
         }
         lite_efa_peer_stuck(t, peer, false);
-        p->last_tx_ns = lite_efa_clock();
+        p->last_tx_ns = t->clock_ns; /* recent enough for keepalives, and free */
         posted++;
         if (rc < 0) {
             /* The provider refused the op outright: the pair is broken. x is completed with

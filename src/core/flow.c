@@ -354,11 +354,13 @@ static struct lite_request *take_by_id(struct lite_request **head, uint64_t id)
 static void start_write(struct lite_ctx *ctx, struct lite_request *r)
 {
     struct lite_rndv *rv = r->rndv;
-    rv->stage = ST_WRITE;
-    /* With the FIN right behind it, the write need not wait for its acknowledgement: the send
-     * is complete when its buffer may be reused (as an MPI send is). */
+    /* With the FIN right behind it (ordered transports), the write need not wait for its
+     * acknowledgement: the send is complete when its buffer may be reused (as an MPI send is).
+     * The stage is set before the post: the write may complete inside rma_post. */
     bool ordered = (ctx->ops.caps & LITE_CAP_ORDERED_WRITE_MSG) != 0;
     rv->write.local_completion = ordered;
+    rv->stage = ordered ? ST_WRITE_FIN : ST_WRITE;
+    rv->pending = 2; /* ST_WRITE_FIN: the write and the FIN */
     int rc = ctx->ops.rma_post(ctx->tp, &rv->write, r);
     if (rc) {
         lite_fail(ctx, rc, "rendezvous write to rank %d failed: %s", r->peer, lite_strerror(rc));
@@ -370,15 +372,16 @@ static void start_write(struct lite_ctx *ctx, struct lite_request *r)
     /* The FIN cannot overtake the data: send it now. The write was checked against the
      * receiver's own fresh registration, so its status is 0 unless the connection dies, and
      * then the receiver never sees this FIN either. */
-    rv->stage = ST_WRITE_FIN;
-    rv->pending = 2;
     lite_put64(rv->msg, rv->peer_id);
     lite_put64(rv->msg + 8, 0);
     lite_put64(rv->msg + 16, r->len);
     rc = send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r);
     if (rc) {
-        rv->pending = 1; /* the write still completes (with the connection's error) */
-        rv->status = rc;
+        /* No FIN completion will come: the write's (or this, if it came already) ends it. */
+        if (!rv->status)
+            rv->status = rc;
+        if (--rv->pending == 0)
+            lite_request_finish(r, rv->status);
     }
 }
 

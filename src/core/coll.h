@@ -202,6 +202,12 @@ struct lite_coll_op {
  * count elements of esz bytes). Returns 0 or an error with the detail set. */
 int lite_coll_op_init(struct lite_coll_op *op, struct lite_ctx *ctx, int kind, size_t count,
                       int dtype, size_t esz);
+/* The common start of every collective: allocate an op and init it, then check dtype (with
+ * redop for allreduce and reduce_scatter; other kinds ignore redop). *opp is NULL only when ctx
+ * is NULL or memory ran out; else the caller goes on validating while the result is 0 and ends
+ * a failed op with lite_coll_abort. */
+int lite_coll_op_begin(struct lite_ctx *ctx, int kind, size_t count, int dtype, int redop,
+                       struct lite_coll_op **opp);
 /* Post a send/receive on the collective channel at `step`, done before round `due`. */
 int lite_coll_send(struct lite_coll_op *op, int peer, uint32_t step, const void *buf, size_t len,
                    uint32_t due);

@@ -36,19 +36,12 @@ static int start(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t cou
                  struct lite_coll_op **opp)
 {
     *opp = NULL;
-    if (!ctx)
-        return -EINVAL;
-    struct lite_coll_op *op = lite_coll_op_new();
-    if (!op) {
-        ctx->coll_seq++;
-        return lite_fail(ctx, -ENOMEM, "allgather: out of memory");
-    }
-    size_t esz = lite_dtype_size(dtype);
-    int rc = lite_coll_op_init(op, ctx, LITE_COLL_ALLGATHER, count, dtype, esz);
-    size_t bytes = count * esz;
-    if (!rc && !esz)
-        rc = lite_coll_fail(op, -EINVAL, "invalid dtype %d", dtype);
-    else if (!rc && count > SIZE_MAX / esz / (size_t)op->n)
+    struct lite_coll_op *op;
+    int rc = lite_coll_op_begin(ctx, LITE_COLL_ALLGATHER, count, dtype, -1, &op);
+    if (!op)
+        return rc;
+    size_t esz = op->esz, bytes = count * esz;
+    if (!rc && count > SIZE_MAX / esz / (size_t)op->n)
         rc = lite_coll_fail(op, -EINVAL, "count %zu is too large", count);
     if (!rc) {
         op->inplace =

@@ -180,21 +180,14 @@ static int start(lite_ctx_t *ctx, int kind, const void *sendbuf, void *recvbuf, 
                  int dtype, int redop, struct lite_coll_op **opp)
 {
     *opp = NULL;
-    if (!ctx)
-        return -EINVAL;
-    struct lite_coll_op *op = lite_coll_op_new();
-    if (!op) {
-        ctx->coll_seq++;
-        return lite_fail(ctx, -ENOMEM, "%s: out of memory", lite_coll_kind_name(kind));
-    }
-    size_t esz = lite_dtype_size(dtype);
-    int rc = lite_coll_op_init(op, ctx, kind, count, dtype, esz);
+    struct lite_coll_op *op;
+    int rc = lite_coll_op_begin(ctx, kind, count, dtype, redop, &op);
+    if (!op)
+        return rc;
     int n = op->n, me = op->me;
+    size_t esz = op->esz;
     /* total input elements and the output length */
     size_t total = kind == LITE_COLL_REDUCE_SCATTER ? count * (size_t)n : count;
-    if (!rc && lite_reduce_check(dtype, redop))
-        rc = lite_coll_fail(op, -EINVAL, "unsupported dtype %d / op %d (%s %s)", dtype, redop,
-                            lite_coll_dtype_name(dtype), lite_coll_op_name(redop));
     if (!rc && (count > SIZE_MAX / esz / (size_t)n))
         rc = lite_coll_fail(op, -EINVAL, "count %zu is too large", count);
     if (rc)

@@ -108,19 +108,13 @@ static int start(lite_ctx_t *ctx, int kind, const void *sendbuf, const size_t *s
                  size_t count, int dtype, struct lite_coll_op **opp)
 {
     *opp = NULL;
-    if (!ctx)
-        return -EINVAL;
-    struct lite_coll_op *op = lite_coll_op_new();
-    if (!op) {
-        ctx->coll_seq++;
-        return lite_fail(ctx, -ENOMEM, "%s: out of memory", lite_coll_kind_name(kind));
-    }
-    size_t esz = lite_dtype_size(dtype);
-    int rc = lite_coll_op_init(op, ctx, kind, count, dtype, esz);
+    struct lite_coll_op *op;
+    int rc = lite_coll_op_begin(ctx, kind, count, dtype, -1, &op);
+    if (!op)
+        return rc;
+    size_t esz = op->esz;
     int n = op->n;
-    if (!rc && !esz)
-        rc = lite_coll_fail(op, -EINVAL, "invalid dtype %d", dtype);
-    else if (!rc && kind == LITE_COLL_ALLTOALLV && (!scounts || !sdispls || !rcounts || !rdispls))
+    if (!rc && kind == LITE_COLL_ALLTOALLV && (!scounts || !sdispls || !rcounts || !rdispls))
         rc = lite_coll_fail(op, -EINVAL, "NULL count or displacement array");
     else if (!rc && kind == LITE_COLL_ALLTOALL && count > SIZE_MAX / esz / (size_t)n)
         rc = lite_coll_fail(op, -EINVAL, "count %zu is too large", count);

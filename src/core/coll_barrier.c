@@ -20,13 +20,11 @@ static int barrier_round(struct lite_coll_op *op, uint32_t k)
 
 static int start(lite_ctx_t *ctx, struct lite_coll_op **opp)
 {
-    struct lite_coll_op *op = lite_coll_op_new();
     *opp = NULL;
-    if (!op) {
-        ctx->coll_seq++;
-        return lite_fail(ctx, -ENOMEM, "barrier: out of memory");
-    }
-    int rc = lite_coll_op_init(op, ctx, LITE_COLL_BARRIER, 0, LITE_U8, 1);
+    struct lite_coll_op *op;
+    int rc = lite_coll_op_begin(ctx, LITE_COLL_BARRIER, 0, LITE_U8, -1, &op);
+    if (!op)
+        return rc;
     if (rc)
         return lite_coll_abort(op);
     op->check = false; /* no arguments to compare */

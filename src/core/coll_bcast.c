@@ -64,18 +64,12 @@ static int start(lite_ctx_t *ctx, void *buf, size_t count, int dtype, int root,
                  struct lite_coll_op **opp)
 {
     *opp = NULL;
-    if (!ctx)
-        return -EINVAL;
-    struct lite_coll_op *op = lite_coll_op_new();
-    if (!op) {
-        ctx->coll_seq++;
-        return lite_fail(ctx, -ENOMEM, "bcast: out of memory");
-    }
-    size_t esz = lite_dtype_size(dtype);
-    int rc = lite_coll_op_init(op, ctx, LITE_COLL_BCAST, count, dtype, esz);
-    if (!rc && !esz)
-        rc = lite_coll_fail(op, -EINVAL, "invalid dtype %d", dtype);
-    else if (!rc && (root < 0 || root >= op->n))
+    struct lite_coll_op *op;
+    int rc = lite_coll_op_begin(ctx, LITE_COLL_BCAST, count, dtype, -1, &op);
+    if (!op)
+        return rc;
+    size_t esz = op->esz;
+    if (!rc && (root < 0 || root >= op->n))
         rc = lite_coll_fail(op, -EINVAL, "root %d out of range (world size %d)", root, op->n);
     else if (!rc && count > SIZE_MAX / esz)
         rc = lite_coll_fail(op, -EINVAL, "count %zu is too large", count);

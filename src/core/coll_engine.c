@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "reduce.h"
 
 #define DUE_NEVER UINT32_MAX
 #define DRAIN_NS  (200 * 1000000LL) /* how long an error waits for in-flight transfers */
@@ -168,6 +169,30 @@ int lite_coll_op_init(struct lite_coll_op *op, struct lite_ctx *ctx, int kind, s
     op->check = cfg.check && op->n > 1;
     lite_coll_select(kind, op->n, count, esz ? esz : 1, &cfg, &op->plan);
     return 0;
+}
+
+int lite_coll_op_begin(struct lite_ctx *ctx, int kind, size_t count, int dtype, int redop,
+                       struct lite_coll_op **opp)
+{
+    *opp = NULL;
+    if (!ctx)
+        return -EINVAL;
+    struct lite_coll_op *op = lite_coll_op_new();
+    if (!op) {
+        ctx->coll_seq++; /* spent all the same, so that this rank stays in step with the others */
+        return lite_fail(ctx, -ENOMEM, "%s: out of memory", lite_coll_kind_name(kind));
+    }
+    *opp = op;
+    size_t esz = lite_dtype_size(dtype);
+    int rc = lite_coll_op_init(op, ctx, kind, count, dtype, esz);
+    bool reduction = kind == LITE_COLL_ALLREDUCE || kind == LITE_COLL_REDUCE_SCATTER;
+    /* A reduction checks dtype together with its op, so that the error names the pair. */
+    if (!rc && reduction && lite_reduce_check(dtype, redop))
+        rc = lite_coll_fail(op, -EINVAL, "unsupported dtype %d / op %d (%s %s)", dtype, redop,
+                            lite_coll_dtype_name(dtype), lite_coll_op_name(redop));
+    else if (!rc && !esz)
+        rc = lite_coll_fail(op, -EINVAL, "invalid dtype %d", dtype);
+    return rc;
 }
 
 /* ---- posting ---- */

@@ -201,6 +201,9 @@ void lite_sock_pack(const struct sockaddr_storage *ss, uint8_t *family,
 /* The reverse; -LITE_ERR_PROTOCOL for an unknown family (bytes off the network). */
 int lite_sock_unpack(uint8_t family, const uint8_t in[LITE_SOCK_PACKED],
                      struct sockaddr_storage *ss, socklen_t *sslen);
+/* A connected socket (lite_sock_tcp) to ss, retrying with a backoff (5 ms doubling to 100 ms)
+ * until the deadline. The fd, -ETIMEDOUT, or -errno when no socket can be made. */
+int lite_sock_connect(const struct sockaddr_storage *ss, socklen_t sslen, int64_t deadline_ns);
 /* Read or write exactly len bytes on a non-blocking socket before the deadline.
  * 0, -ETIMEDOUT, -LITE_ERR_PEER_LOST (EOF or reset) or -errno. */
 int lite_sock_read_full(int fd, void *buf, size_t len, int64_t deadline_ns);

@@ -1,4 +1,4 @@
-/* sock.c - small socket helpers shared by the bootstrap and the TCP transport. */
+/* sock.c - small socket helpers shared by the bootstrap and the socket-based transports. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -64,6 +64,32 @@ static int wait_fd(int fd, short events, int64_t deadline_ns)
             return 0;
         if (n < 0 && errno != EINTR)
             return -errno;
+    }
+}
+
+int lite_sock_connect(const struct sockaddr_storage *ss, socklen_t sslen, int64_t deadline_ns)
+{
+    int delay_ms = 5;
+    for (;;) {
+        int fd = lite_sock_tcp(ss->ss_family);
+        if (fd < 0)
+            return fd;
+        int err = connect(fd, (const struct sockaddr *)ss, sslen) == 0 ? 0 : errno;
+        if (err == EINPROGRESS) {
+            socklen_t el = sizeof(err);
+            err = -wait_fd(fd, POLLOUT, deadline_ns);
+            if (!err)
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+        }
+        if (err == 0)
+            return fd;
+        close(fd);
+        /* The peer's listener is up before its address is published, so a refusal means a real
+         * problem or a restarting host: retry until the deadline. */
+        if (lite_now_ns() + (int64_t)delay_ms * 1000000 >= deadline_ns)
+            return -ETIMEDOUT;
+        usleep((useconds_t)delay_ms * 1000);
+        delay_ms = delay_ms < 100 ? delay_ms * 2 : 100;
     }
 }
 

@@ -252,32 +252,13 @@ static int conn_setup(struct lite_transport *t, struct lite_rdma_conn *c, uint32
 static int connect_to(struct lite_transport *t, struct lite_rdma_conn *c,
                       const struct sockaddr_storage *ss, socklen_t sl, int64_t deadline)
 {
-    int delay_ms = 5;
-    for (;;) {
-        int fd = lite_sock_tcp(ss->ss_family);
-        if (fd < 0)
-            return fd;
-        int err = connect(fd, (const struct sockaddr *)ss, sl) == 0 ? 0 : errno;
-        if (err == EINPROGRESS) {
-            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-            int n = poll(&pfd, 1, lite_ms_left(deadline, 1000));
-            socklen_t el = sizeof(err);
-            err = n > 0 ? 0 : ETIMEDOUT;
-            if (n > 0)
-                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-        }
-        if (err == 0) {
-            c->fd = fd;
-            uint8_t p[1024];
-            uint16_t n = info_put(t, c, p);
-            return lite_rdma_sc_send(c, SC_HELLO, 0, p, n);
-        }
-        close(fd);
-        if (lite_now_ns() + (int64_t)delay_ms * 1000000 >= deadline)
-            return -ETIMEDOUT;
-        usleep((useconds_t)delay_ms * 1000);
-        delay_ms = delay_ms < 100 ? delay_ms * 2 : 100;
-    }
+    int fd = lite_sock_connect(ss, sl, deadline);
+    if (fd < 0)
+        return fd;
+    c->fd = fd;
+    uint8_t p[1024];
+    uint16_t n = info_put(t, c, p);
+    return lite_rdma_sc_send(c, SC_HELLO, 0, p, n);
 }
 
 /* A connection on the listener: it must say HELLO as a higher rank we wait for. */

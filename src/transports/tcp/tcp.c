@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -890,56 +889,25 @@ static int blob_to_addr(const uint8_t *b, size_t len, struct sockaddr_storage *s
     return lite_sock_unpack(b[0], b + 2, ss, sl);
 }
 
-/* Wait for a non-blocking connect to finish; 0 or the errno it failed with. */
-static int connect_wait(int fd, int64_t deadline)
-{
-    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-    int n;
-    do {
-        n = poll(&pfd, 1, lite_ms_left(deadline, 1000));
-    } while (n == 0 && lite_now_ns() < deadline);
-    if (n <= 0)
-        return n == 0 ? ETIMEDOUT : errno;
-    int err = 0;
-    socklen_t el = sizeof(err);
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-    return err;
-}
-
 static int connect_one(struct lite_transport *t, int peer, const struct sockaddr_storage *ss,
                        socklen_t sl, int64_t deadline)
 {
-    int delay_ms = 5;
-    for (;;) {
-        int fd = lite_sock_tcp(ss->ss_family);
-        if (fd < 0)
-            return fd;
-        int err = connect(fd, (const struct sockaddr *)ss, sl) == 0 ? 0 : errno;
-        if (err == EINPROGRESS)
-            err = connect_wait(fd, deadline);
-        if (err == 0) {
-            struct lite_wire_hdr h = {.type = LITE_WIRE_HELLO, .tag = (uint64_t)t->rank};
-            uint8_t hdr[LITE_WIRE_HDR_LEN];
-            lite_wire_encode(&h, hdr);
-            int rc = lite_sock_write_full(fd, hdr, sizeof(hdr), deadline);
-            if (rc) {
-                close(fd);
-                return rc;
-            }
-            struct conn *c = &t->conns[peer];
-            c->fd = fd;
-            struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-            epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
-            return 0;
-        }
+    int fd = lite_sock_connect(ss, sl, deadline);
+    if (fd < 0)
+        return fd;
+    struct lite_wire_hdr h = {.type = LITE_WIRE_HELLO, .tag = (uint64_t)t->rank};
+    uint8_t hdr[LITE_WIRE_HDR_LEN];
+    lite_wire_encode(&h, hdr);
+    int rc = lite_sock_write_full(fd, hdr, sizeof(hdr), deadline);
+    if (rc) {
         close(fd);
-        /* The peer's listener is up before the blobs go out, so a refusal means a real problem
-         * or a restarting host: retry until the deadline. */
-        if (lite_now_ns() + (int64_t)delay_ms * 1000000 >= deadline)
-            return -ETIMEDOUT;
-        usleep((useconds_t)delay_ms * 1000);
-        delay_ms = delay_ms < 100 ? delay_ms * 2 : 100;
+        return rc;
     }
+    struct conn *c = &t->conns[peer];
+    c->fd = fd;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
+    return 0;
 }
 
 static int tcp_connect_all(struct lite_transport *t, const void *const *blobs, const size_t *lens,

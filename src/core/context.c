@@ -50,27 +50,6 @@ static long local_ranks(void)
     return 0;
 }
 
-/* CPUs in a cpulist such as "0-3,8,10-11" (the kernel's format), or 0 if it does not parse. */
-static long cpulist_count(const char *s)
-{
-    long n = 0;
-    while (*s && *s != '\n') {
-        char *end;
-        long a = strtol(s, &end, 10), b = a;
-        if (end == s || a < 0)
-            return 0;
-        if (*end == '-') {
-            s = end + 1;
-            b = strtol(s, &end, 10);
-            if (end == s || b < a)
-                return 0;
-        }
-        n += b - a + 1;
-        s = *end == ',' ? end + 1 : end;
-    }
-    return n;
-}
-
 /* The CPUs this host gives the job: the cgroup's cpuset (a container's share), v2 or v1, else
  * the CPUs online. Not this process's affinity: launchers pin each rank to its own core
  * (mpirun --bind-to core), and one CPU per rank is not oversubscription. */
@@ -91,7 +70,7 @@ static long job_cpus(void)
         FILE *c = fopen(path, "r");
         if (c) {
             if (fgets(line, sizeof(line), c))
-                n = cpulist_count(line);
+                n = lite_cpulist_count(line);
             fclose(c);
         }
     }

@@ -52,6 +52,8 @@ static inline uint64_t lite_get64(const uint8_t *p)
 
 /* ---- time (time.c) ---- */
 int64_t lite_now_ns(void); /* CLOCK_MONOTONIC */
+/* CPUs in a kernel cpulist such as "0-3,8,10-11\n" (cpuset files), or 0 if it does not parse. */
+long lite_cpulist_count(const char *s);
 /* Deadline for a timeout in ms (LITE_TIMEOUT_INFINITE -> INT64_MAX). */
 int64_t lite_deadline_ns(int timeout_ms);
 /* Milliseconds left until deadline, clamped to [0, cap_ms]. */

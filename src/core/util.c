@@ -1,5 +1,6 @@
-/* util.c - small helpers: clocks and bounded formatting. */
+/* util.c - small helpers: clocks, bounded formatting, CPU lists. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "lite_int.h"
@@ -36,4 +37,26 @@ void lite_fmt(char *buf, size_t len, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, len, fmt, ap);
     va_end(ap);
+}
+
+long lite_cpulist_count(const char *s)
+{
+    long n = 0;
+    while (*s && *s != '\n') {
+        char *end;
+        long a = strtol(s, &end, 10), b = a;
+        if (end == s || a < 0)
+            return 0;
+        if (*end == '-') {
+            s = end + 1;
+            b = strtol(s, &end, 10);
+            if (end == s || b < a)
+                return 0;
+        }
+        if (*end != ',' && *end != '\n' && *end)
+            return 0;
+        n += b - a + 1;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return n;
 }

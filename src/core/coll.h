@@ -69,11 +69,11 @@ struct lite_coll_plan {
     size_t chunk_elems;
 };
 
-/* Defaults of the selection function (measured on loopback TCP, docs/COLLECTIVES_PERF.md).
- * Direct allreduce messages stay below the core's default rendezvous threshold (64 KiB), whose
- * handshake costs more than the second round of rsag. The automatic chunk keeps the scratch
- * memory of a reduction (2 x (n-1) chunks) near LITE_COLL_SCRATCH: large chunks amortise the
- * per-message handshake, and the scratch does not grow with the world size. */
+/* Defaults of the selection function (measured on loopback TCP, docs/PERFORMANCE.md,
+ * "Collectives"). Direct allreduce messages stay below the core's default rendezvous threshold (64
+ * KiB), whose handshake costs more than the second round of rsag. The automatic chunk keeps the
+ * scratch memory of a reduction (2 x (n-1) chunks) near LITE_COLL_SCRATCH: large chunks amortise
+ * the per-message handshake, and the scratch does not grow with the world size. */
 #define LITE_COLL_SMALL_ALLREDUCE (32 * 1024)       /* bytes: direct up to this, rsag above */
 #define LITE_COLL_PIPE_BCAST      (1024 * 1024)     /* bytes: pipe above this when world >= 4 */
 #define LITE_COLL_SCRATCH         (8 * 1024 * 1024) /* bytes of chunk slots per reduction */

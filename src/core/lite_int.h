@@ -204,8 +204,13 @@ void lite_sock_pack(const struct sockaddr_storage *ss, uint8_t *family,
 int lite_sock_unpack(uint8_t family, const uint8_t in[LITE_SOCK_PACKED],
                      struct sockaddr_storage *ss, socklen_t *sslen);
 /* A connected socket (lite_sock_tcp) to ss, retrying with a backoff (5 ms doubling to 100 ms)
- * until the deadline. The fd, -ETIMEDOUT, or -errno when no socket can be made. */
-int lite_sock_connect(const struct sockaddr_storage *ss, socklen_t sslen, int64_t deadline_ns);
+ * until the deadline. The fd, -ETIMEDOUT, or -errno when no socket can be made. On -ETIMEDOUT,
+ * *last_err (if not NULL) is the errno of the last attempt (ECONNREFUSED: nothing listens), 0
+ * if it was still pending; callers name it in their message. */
+int lite_sock_connect(const struct sockaddr_storage *ss, socklen_t sslen, int64_t deadline_ns,
+                      int *last_err);
+/* " (last attempt: <strerror>)" for a lite_sock_connect() last_err, "" for 0. */
+const char *lite_sock_last_err(int last_err, char *buf, size_t len);
 /* Read or write exactly len bytes on a non-blocking socket before the deadline.
  * 0, -ETIMEDOUT, -LITE_ERR_PEER_LOST (EOF or reset) or -errno. */
 int lite_sock_read_full(int fd, void *buf, size_t len, int64_t deadline_ns);

@@ -67,9 +67,12 @@ static int wait_fd(int fd, short events, int64_t deadline_ns)
     }
 }
 
-int lite_sock_connect(const struct sockaddr_storage *ss, socklen_t sslen, int64_t deadline_ns)
+int lite_sock_connect(const struct sockaddr_storage *ss, socklen_t sslen, int64_t deadline_ns,
+                      int *last_err)
 {
     int delay_ms = 5;
+    if (last_err)
+        *last_err = 0;
     for (;;) {
         int fd = lite_sock_tcp(ss->ss_family);
         if (fd < 0)
@@ -84,6 +87,8 @@ int lite_sock_connect(const struct sockaddr_storage *ss, socklen_t sslen, int64_
         if (err == 0)
             return fd;
         close(fd);
+        if (last_err)
+            *last_err = err == ETIMEDOUT ? 0 : err; /* ETIMEDOUT here: still pending at the end */
         /* The peer's listener is up before its address is published, so a refusal means a real
          * problem or a restarting host: retry until the deadline. */
         if (lite_now_ns() + (int64_t)delay_ms * 1000000 >= deadline_ns)
@@ -177,4 +182,12 @@ int lite_sock_unpack(uint8_t family, const uint8_t in[LITE_SOCK_PACKED],
         return -LITE_ERR_PROTOCOL;
     }
     return 0;
+}
+
+const char *lite_sock_last_err(int last_err, char *buf, size_t len)
+{
+    if (!last_err)
+        return "";
+    lite_fmt(buf, len, " (last attempt: %s)", strerror(last_err));
+    return buf;
 }

@@ -250,9 +250,10 @@ static int conn_setup(struct lite_transport *t, struct lite_rdma_conn *c, uint32
 }
 
 static int connect_to(struct lite_transport *t, struct lite_rdma_conn *c,
-                      const struct sockaddr_storage *ss, socklen_t sl, int64_t deadline)
+                      const struct sockaddr_storage *ss, socklen_t sl, int64_t deadline,
+                      int *last_err)
 {
-    int fd = lite_sock_connect(ss, sl, deadline);
+    int fd = lite_sock_connect(ss, sl, deadline, last_err);
     if (fd < 0)
         return fd;
     c->fd = fd;
@@ -323,16 +324,18 @@ int lite_rdma_sc_connect_all(struct lite_transport *t, const void *const *blobs,
         socklen_t sl;
         uint32_t nr;
         blob_parse(blobs[j], lens[j], &ss, &sl, &nr);
-        int rc = connect_to(t, &t->conns[j], &ss, sl, deadline);
+        int last = 0;
+        int rc = connect_to(t, &t->conns[j], &ss, sl, deadline, &last);
         if (rc) {
-            char host[64], g[64];
+            char host[64], g[64], lb[96];
             uint16_t port;
             lite_sock_name(&ss, host, sizeof(host), &port);
             lite_rdma_gid_str((const uint8_t *)blobs[j] + BLOB_FIXED, g, sizeof(g));
             lite_fmt(why, why_len,
                      "rdma rank %d could not reach rank %d's side channel at %s "
-                     "port %u (its rail 0: GID %s): %s",
-                     t->rank, j, host, port, g, lite_strerror(rc));
+                     "port %u (its rail 0: GID %s): %s%s",
+                     t->rank, j, host, port, g, lite_strerror(rc),
+                     lite_sock_last_err(last, lb, sizeof(lb)));
             return rc;
         }
     }

@@ -890,9 +890,9 @@ static int blob_to_addr(const uint8_t *b, size_t len, struct sockaddr_storage *s
 }
 
 static int connect_one(struct lite_transport *t, int peer, const struct sockaddr_storage *ss,
-                       socklen_t sl, int64_t deadline)
+                       socklen_t sl, int64_t deadline, int *last_err)
 {
-    int fd = lite_sock_connect(ss, sl, deadline);
+    int fd = lite_sock_connect(ss, sl, deadline, last_err);
     if (fd < 0)
         return fd;
     struct lite_wire_hdr h = {.type = LITE_WIRE_HELLO, .tag = (uint64_t)t->rank};
@@ -916,12 +916,21 @@ static int tcp_connect_all(struct lite_transport *t, const void *const *blobs, c
     for (int j = 0; j < t->rank; j++) {
         struct sockaddr_storage ss;
         socklen_t sl;
+        int last = 0;
         int rc = blob_to_addr(blobs[j], lens[j], &ss, &sl);
-        if (!rc)
-            rc = connect_one(t, j, &ss, sl, deadline);
         if (rc) {
-            lite_fmt(why, why_len, "tcp rank %d could not connect to rank %d: %s", t->rank, j,
-                     lite_strerror(rc));
+            lite_fmt(why, why_len, "tcp rank %d: rank %d published an unusable address", t->rank,
+                     j);
+            return rc;
+        }
+        rc = connect_one(t, j, &ss, sl, deadline, &last);
+        if (rc) {
+            char host[64], lb[96];
+            uint16_t port = 0;
+            lite_sock_name(&ss, host, sizeof(host), &port);
+            lite_fmt(why, why_len, "tcp rank %d could not connect to rank %d at %s port %u: %s%s",
+                     t->rank, j, host, port, lite_strerror(rc),
+                     lite_sock_last_err(last, lb, sizeof(lb)));
             return rc;
         }
     }

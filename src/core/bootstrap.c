@@ -115,44 +115,26 @@ static int connect_root(struct lite_bootstrap *b, const struct lite_settings *s,
     int rc = lite_sock_resolve(s->root_host, s->root_port, &ss, &sl, why, why_len);
     if (rc)
         return rc;
-    int delay_ms = 10, last_err = 0;
-    for (;;) {
-        int fd = lite_sock_tcp(ss.ss_family);
-        if (fd < 0)
-            return fd;
-        int err = 0;
-        if (connect(fd, (struct sockaddr *)&ss, sl) != 0) {
-            err = errno;
-            if (err == EINPROGRESS) {
-                struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-                int ms = lite_ms_left(deadline, 1000);
-                if (poll(&pfd, 1, ms) == 1) {
-                    socklen_t el = sizeof(err);
-                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-                } else {
-                    err = ETIMEDOUT;
-                }
-            }
-        }
-        if (err == 0) {
-            struct sockaddr_storage me;
-            socklen_t ml = sizeof(me);
-            uint16_t port;
-            getsockname(fd, (struct sockaddr *)&me, &ml);
-            lite_sock_name(&me, b->local_host, sizeof(b->local_host), &port);
-            b->root_fd = fd;
-            return 0;
-        }
-        close(fd);
-        last_err = err;
-        if (lite_now_ns() + (int64_t)delay_ms * 1000000 >= deadline) {
-            lite_fmt(why, why_len, "rank %d could not reach the root (rank 0) at %s in time: %s",
-                     b->rank, b->root_desc, strerror(last_err));
-            return -ETIMEDOUT;
-        }
-        usleep((useconds_t)delay_ms * 1000);
-        delay_ms = delay_ms < 200 ? delay_ms * 2 : 200;
+    /* The root may not listen yet (ranks start in any order): lite_sock_connect retries. */
+    int last_err = 0;
+    int fd = lite_sock_connect(&ss, sl, deadline, &last_err);
+    if (fd < 0) {
+        char lb[96];
+        if (fd == -ETIMEDOUT)
+            lite_fmt(why, why_len, "rank %d could not reach the root (rank 0) at %s in time%s",
+                     b->rank, b->root_desc, lite_sock_last_err(last_err, lb, sizeof(lb)));
+        else
+            lite_fmt(why, why_len, "rank %d: no socket for the root (rank 0) at %s: %s", b->rank,
+                     b->root_desc, lite_strerror(fd));
+        return fd;
     }
+    struct sockaddr_storage me;
+    socklen_t ml = sizeof(me);
+    uint16_t port;
+    getsockname(fd, (struct sockaddr *)&me, &ml);
+    lite_sock_name(&me, b->local_host, sizeof(b->local_host), &port);
+    b->root_fd = fd;
+    return 0;
 }
 
 int lite_bootstrap_connect(const struct lite_settings *s, int64_t deadline_ns,

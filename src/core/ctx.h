@@ -116,6 +116,7 @@ struct lite_ctx {
     uint32_t nmrs;
     struct lite_imm_table imm;
     uint64_t rma_last_len; /* length of the last peer write placed here (lite_imm_wait's policy) */
+    uint64_t fins_sent;    /* rendezvous FINs sent: exactly one per large send (tests check it) */
     char last_error[512];
 };
 

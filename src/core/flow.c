@@ -116,6 +116,8 @@ static int send_ctrl(struct lite_ctx *ctx, int peer, uint8_t type, const void *p
     int rc = ctx->ops.msg_send(ctx->tp, peer, &h, payload, r);
     if (rc && !op)
         lite_request_release(r);
+    if (!rc && type == CTRL_FIN)
+        ctx->fins_sent++;
     return rc;
 }
 

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ctx.h" /* fins_sent: the protocol's message count, for one check below */
 #include "mp_common.h"
 #include "reduce.h"
 
@@ -395,8 +396,16 @@ static void alltoall_cases(size_t maxcount)
             gen(want + (size_t)p * bytes, count, LITE_I32, LITE_SUM, p * 64 + g_me, id);
         }
         memset(out, 0x77, bytes * n);
+        uint64_t fins = g_ctx->fins_sent;
         CHECK_RC(g_ctx, lite_alltoall(g_ctx, in, out, count, LITE_I32, 60000));
         expect_same(out, want, count * n, LITE_I32, "alltoall");
+        /* Every segment at the rendezvous threshold goes by rendezvous, which ends with exactly
+         * one FIN (a second one, as a write completing inside its post once caused, is waste). */
+        if (bytes >= g_ctx->rndv_threshold)
+            CHECK(g_ctx->fins_sent - fins == n - 1,
+                  "alltoall of %zu bytes per peer sent %llu FINs, "
+                  "expected %zu",
+                  bytes, (unsigned long long)(g_ctx->fins_sent - fins), n - 1);
         free(in);
         free(out);
         free(want);

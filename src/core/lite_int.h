@@ -117,7 +117,7 @@ int lite_transport_fill(const struct lite_transport_ops *ops, struct lite_transp
 
 /* ---- wire frames for stream transports (wire.c) ---- */
 #define LITE_WIRE_MAGIC   0x4c54u /* "LT" */
-#define LITE_WIRE_VERSION 1
+#define LITE_WIRE_VERSION 2
 #define LITE_WIRE_HDR_LEN 48
 
 enum lite_wire_type {
@@ -128,11 +128,15 @@ enum lite_wire_type {
     LITE_WIRE_READ_REQ = 5,  /* one-sided read request: tag = op id, key, offset, len wanted */
     LITE_WIRE_RMA_ACK = 6,   /* write done (status) */
     LITE_WIRE_READ_RESP = 7, /* read data: tag = op id, status, len bytes (0 on error) */
+    /* Ordering across a peer's two streams: frames after it wait until the sender's other
+     * stream has delivered `tag` frames (see the TCP transport's bulk connections). */
+    LITE_WIRE_FENCE = 8,
 };
 
 #define LITE_WIRE_F_IMM    0x01 /* WRITE carries an immediate */
 #define LITE_WIRE_F_NOACK  0x02 /* WRITE wants no RMA_ACK (the initiator learns otherwise) */
 #define LITE_WIRE_F_STICKY 0x04 /* with NOACK: a refusal goes with the next RMA_ACK */
+#define LITE_WIRE_F_BULK   0x08 /* HELLO: this connection carries the sender's bulk payloads */
 
 /*
  * Wire header, 48 bytes, little-endian:

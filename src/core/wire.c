@@ -27,7 +27,7 @@ int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len, stru
         w = "bad magic (not a liblitetx peer)";
     else if (in[2] != LITE_WIRE_VERSION)
         w = "unsupported wire version";
-    else if (in[3] < LITE_WIRE_HELLO || in[3] > LITE_WIRE_READ_RESP)
+    else if (in[3] < LITE_WIRE_HELLO || in[3] > LITE_WIRE_FENCE)
         w = "unknown frame type";
     else if (in[4] >= LITE_CHAN_COUNT)
         w = "unknown channel";
@@ -42,8 +42,8 @@ int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len, stru
         h->offset = lite_get64(in + 32);
         h->imm = lite_get32(in + 40);
         h->status = (int32_t)lite_get32(in + 44);
-        bool control =
-            h->type == LITE_WIRE_HELLO || h->type == LITE_WIRE_BYE || h->type == LITE_WIRE_RMA_ACK;
+        bool control = h->type == LITE_WIRE_HELLO || h->type == LITE_WIRE_BYE ||
+                       h->type == LITE_WIRE_RMA_ACK || h->type == LITE_WIRE_FENCE;
         if (control && h->len != 0)
             w = "control frame with payload";
         else if (h->len > max_len)
@@ -51,7 +51,10 @@ int lite_wire_decode(const uint8_t in[LITE_WIRE_HDR_LEN], uint64_t max_len, stru
         else if (h->type == LITE_WIRE_WRITE &&
                  (h->flags & ~(LITE_WIRE_F_IMM | LITE_WIRE_F_NOACK | LITE_WIRE_F_STICKY)))
             w = "unknown flags on a write";
-        else if (h->type != LITE_WIRE_WRITE && h->type != LITE_WIRE_MSG && h->flags)
+        else if (h->type == LITE_WIRE_HELLO && (h->flags & ~LITE_WIRE_F_BULK))
+            w = "unknown flags on a hello";
+        else if (h->type != LITE_WIRE_WRITE && h->type != LITE_WIRE_MSG &&
+                 h->type != LITE_WIRE_HELLO && h->flags)
             w = "flags on a frame that takes none"; /* MSG flags belong to the core */
         else if (h->status > 0)
             w = "positive status";

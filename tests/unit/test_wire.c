@@ -50,7 +50,7 @@ static void test_layout(void **state)
                               .status = -5};
     lite_wire_encode(&h, b);
     const uint8_t want[LITE_WIRE_HDR_LEN] = {
-        0x54, 0x4c, 1, 4, 1, 1, 0x04, 0x03, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
+        0x54, 0x4c, 2, 4, 1, 1, 0x04, 0x03, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
         0x02, 0x01, 0, 0, 0, 0, 0,    0,    0xa2, 0xa1, 0,    0,    0,    0,    0,    0,
         0xb2, 0xb1, 0, 0, 0, 0, 0,    0,    0xc4, 0xc3, 0xc2, 0xc1, 0xfb, 0xff, 0xff, 0xff};
     assert_memory_equal(b, want, sizeof(want));
@@ -73,6 +73,7 @@ static void expect_bad(const uint8_t b[LITE_WIRE_HDR_LEN], uint64_t max_len, con
 static void test_malformed(void **state)
 {
     uint8_t good[LITE_WIRE_HDR_LEN], b[LITE_WIRE_HDR_LEN];
+    struct lite_wire_hdr h0;
     encode(LITE_WIRE_MSG, 0, 5, 100, good);
 
     memcpy(b, good, sizeof(b));
@@ -84,7 +85,7 @@ static void test_malformed(void **state)
     memcpy(b, good, sizeof(b));
     b[3] = 0;
     expect_bad(b, 1000, "type");
-    b[3] = LITE_WIRE_READ_RESP + 1;
+    b[3] = LITE_WIRE_FENCE + 1;
     expect_bad(b, 1000, "type");
     memcpy(b, good, sizeof(b));
     b[4] = LITE_CHAN_COUNT;
@@ -102,8 +103,22 @@ static void test_malformed(void **state)
     expect_bad(b, 1000, "control frame");
     encode(LITE_WIRE_RMA_ACK, 0, 0, 8, b);
     expect_bad(b, 1000, "control frame");
-    encode(LITE_WIRE_READ_RESP + 1, 0, 0, 0, b);
+    encode(LITE_WIRE_FENCE, 0, 5, 8, b);
+    expect_bad(b, 1000, "control frame");
+    encode(LITE_WIRE_FENCE + 1, 0, 0, 0, b);
     expect_bad(b, 1000, "type");
+    /* a hello may say "bulk" and nothing else; other control frames take no flags */
+    h0 = (struct lite_wire_hdr){.type = LITE_WIRE_HELLO, .tag = 2, .flags = LITE_WIRE_F_BULK};
+    lite_wire_encode(&h0, b);
+    struct lite_wire_hdr d;
+    assert_int_equal(lite_wire_decode(b, 1000, &d, NULL), 0);
+    assert_int_equal(d.flags, LITE_WIRE_F_BULK);
+    h0.flags = LITE_WIRE_F_BULK | LITE_WIRE_F_IMM;
+    lite_wire_encode(&h0, b);
+    expect_bad(b, 1000, "unknown flags on a hello");
+    h0 = (struct lite_wire_hdr){.type = LITE_WIRE_FENCE, .tag = 9, .flags = LITE_WIRE_F_BULK};
+    lite_wire_encode(&h0, b);
+    expect_bad(b, 1000, "flags on a frame");
     /* a write whose offset + length wraps around */
     struct lite_wire_hdr h = {.type = LITE_WIRE_WRITE, .len = 16, .offset = UINT64_MAX - 8};
     lite_wire_encode(&h, b);

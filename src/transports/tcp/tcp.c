@@ -1,15 +1,32 @@
 /*
- * tcp.c - the TCP transport: one connection per pair of ranks, non-blocking sockets driven by
- * epoll from inside progress(), length-prefixed frames (src/core/wire.c), TCP_NODELAY, vectored
- * sends that gather queued messages, and receives that land straight in the caller's buffer
- * for large payloads.
+ * tcp.c - the TCP transport: non-blocking sockets driven by epoll from inside progress(),
+ * length-prefixed frames (src/core/wire.c), TCP_NODELAY, vectored sends that gather queued
+ * messages, and receives that land straight in the caller's buffer for large payloads.
  *
- * Connections are made deterministically: rank i connects to every rank j < i and accepts from
- * every j > i; the first frame on each is a HELLO naming the connecting rank. The listening socket
- * stays open after init so that stray or hostile connections are read, refused and logged rather
- * than left to time out in the kernel's backlog.
+ * Three connections per pair of ranks. The main one carries messages, control frames and small
+ * one-sided payloads both ways. Large one-sided payloads (writes and read responses of at least
+ * LITETX_TCP_BULK_MIN bytes, default 64 KiB) go on a bulk connection per direction, which carries
+ * data one way only. Why: when both ranks stream megabytes at each other on one connection, each
+ * socket is locked by its own sender while the other's data and acknowledgements pile up in its
+ * backlog, and a 1 MiB exchange over loopback takes twice as long as on two one-way connections
+ * (measured: docs/PERFORMANCE.md). Small frames stay on the main connection because a one-way
+ * connection costs a pure ACK per message (8-byte ping-pong 11 -> 15 us).
+ *
+ * Order: a rank's frames to a peer are handled in the order they were sent, across both of its
+ * streams. When the sender switches stream it first sends a FENCE on the new one naming how many
+ * frames the other stream has carried; the receiver stops reading that connection until it has
+ * handled that many from the other. A fence names only earlier frames, so no two wait on each
+ * other. (A message after a write is thus handled after the write's data is in place, which the
+ * core's rendezvous relies on: LITE_CAP_ORDERED_WRITE_MSG.)
+ *
+ * Connections are made deterministically: rank i opens the main connection to every rank j < i
+ * and a bulk connection to every j != i; the first frame on each is a HELLO naming the connecting
+ * rank (flagged BULK on bulk connections). The listening socket stays open after init so that
+ * stray or hostile connections are read, refused and logged rather than left to time out in the
+ * kernel's backlog.
  *
  * LITETX_TCP_PORT=<base> makes rank r listen on port base + r (for firewalls); default: any port.
+ * LITETX_TCP_BULK_MIN=<bytes>: the bulk threshold; 0 keeps everything on the main connection.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,12 +40,16 @@
 
 #include "lite_int.h"
 
-#define STAGE_SIZE     (256 * 1024)
-#define DIRECT_MIN     (32 * 1024) /* a payload remainder this large is read straight into place */
-#define MAX_IOV        64
-#define MAX_PAYLOAD    (1ull << 40)
-#define CLOSE_DRAIN_MS 2000
-#define MAX_PENDING    16 /* accepted connections that have not said HELLO yet */
+#define STAGE_SIZE        (256 * 1024)
+#define BULK_STAGE        4096 /* bulk connections stage headers only: their payloads are large */
+#define BULK_MIN          (64 * 1024)
+#define BULK_IDLE_POLLS   64 /* a quiet bulk connection is left to epoll after this many polls */
+#define MAX_RESUME_ROUNDS 16
+#define DIRECT_MIN        (32 * 1024) /* a payload remainder this large is read straight into place */
+#define MAX_IOV           64
+#define MAX_PAYLOAD       (1ull << 40)
+#define CLOSE_DRAIN_MS    2000
+#define MAX_PENDING       16 /* accepted connections that have not said HELLO yet */
 
 /* What happens when a frame has been written out completely. */
 enum tx_done {
@@ -62,9 +83,13 @@ struct rma_slot {
     uint8_t kind; /* LITE_RMA_WRITE / LITE_RMA_READ; 0 = free */
 };
 
+/* A connection's part in the pair's traffic (see the top of the file). */
+enum conn_role { ROLE_MAIN = 0, ROLE_BULK_OUT = 1, ROLE_BULK_IN = 2, ROLE_COUNT = 3 };
+
 struct conn {
     int fd;
     int peer; /* -1 while a new connection has not said HELLO */
+    uint8_t role;
     bool dead;
     bool eof;
     bool bye; /* the peer announced an orderly close */
@@ -73,7 +98,13 @@ struct conn {
     bool held;  /* frames wait in txq for the end of a batch (lite_tp_rma.more) */
     struct tx_op *txq, *txq_tail;
     uint8_t *stage;
+    size_t stage_size;
     size_t lo, hi;
+    uint64_t delivered; /* frames received and handled in full (HELLO and FENCE not counted) */
+    uint64_t fence_at;  /* while paused: the partner's `delivered` this connection waits for */
+    bool paused;        /* a FENCE waits for the partner connection: nothing is read or parsed */
+    bool resume;        /* the wait ended: parse what is staged on the next progress */
+    unsigned idle;      /* bulk in: polls since data last came */
     uint8_t rx_state;
     bool last_large; /* the last payload was large: read only the next header */
     uint8_t rx_kind;
@@ -102,13 +133,36 @@ struct lite_transport {
     int listen_fd;
     struct sockaddr_storage addr;
     socklen_t addr_len;
-    struct conn *conns;                /* by peer rank */
+    struct conn *conns; /* ROLE_COUNT x world: by role, then by peer rank (see conn_of) */
+    int nconns;
+    /* Per peer, per outgoing stream (0 main, 1 bulk): frames sent (FENCE not counted), and the
+     * other stream's count named by the last FENCE sent on this one. */
+    struct route {
+        uint64_t sent[2], fenced[2];
+    } * routes;
+    uint64_t bulk_min; /* one-sided payloads this large go on the bulk connection; 0: never */
     struct conn *pending[MAX_PENDING]; /* accepted, not yet identified */
     bool closing;
+    bool resumed; /* some connection's fence wait ended (conn.resume) */
     struct tx_op *free_ops;
     unsigned polls;
     bool held; /* some connection has held frames */
 };
+
+static struct conn *conn_of(struct lite_transport *t, int role, int peer)
+{
+    return &t->conns[role * t->world + peer];
+}
+
+/* The connection whose handled frames a FENCE on c counts: the peer's other incoming stream. */
+static struct conn *fence_partner(struct lite_transport *t, struct conn *c)
+{
+    if (c->role == ROLE_MAIN)
+        return conn_of(t, ROLE_BULK_IN, c->peer);
+    if (c->role == ROLE_BULK_IN)
+        return conn_of(t, ROLE_MAIN, c->peer);
+    return NULL;
+}
 
 /* epoll data: conns by pointer, the listener by this marker. */
 static char listener_marker;
@@ -136,7 +190,9 @@ static int tcp_probe(char *why, size_t why_len)
 
 static void ep_set(struct lite_transport *t, struct conn *c, bool want_out)
 {
-    struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.ptr = c};
+    /* a paused connection is not read: without EPOLLIN its unread data cannot spin epoll_wait */
+    struct epoll_event ev = {.events = (c->paused ? 0 : EPOLLIN) | (want_out ? EPOLLOUT : 0),
+                             .data.ptr = c};
     epoll_ctl(t->epfd, EPOLL_CTL_MOD, c->fd, &ev);
     c->out_armed = want_out;
 }
@@ -178,8 +234,14 @@ static void conn_fail(struct lite_transport *t, struct conn *c, int code, const 
     if (c->rx_state == RX_PAYLOAD && c->rx_kind == RX_WRITE && c->token)
         t->up->rma_target_done(t->core, c->token);
     c->rx_state = RX_HDR;
+    c->paused = false;
     if (c->peer >= 0 && !t->closing)
         t->up->peer_failed(t->core, c->peer, code, why);
+    /* The pair's other connections go too: their queued frames fail now, and no fence waits
+     * on a stream that will deliver nothing more. */
+    if (c->peer >= 0 && c >= t->conns && c < t->conns + t->nconns)
+        for (int r = 0; r < ROLE_COUNT; r++)
+            conn_fail(t, conn_of(t, r, c->peer), code, why);
 }
 
 /* Write as much of the queue as the socket takes, gathering several frames per call. */
@@ -264,19 +326,46 @@ static int enqueue_frame(struct lite_transport *t, struct conn *c, const struct 
     if (t->held) {
         /* the end of a batch: send what it held, on every connection */
         t->held = false;
-        for (int p = 0; p < t->world; p++)
-            if (t->conns[p].held && &t->conns[p] != c)
-                conn_flush(t, &t->conns[p]);
+        for (int i = 0; i < t->nconns; i++)
+            if (t->conns[i].held && &t->conns[i] != c)
+                conn_flush(t, &t->conns[i]);
     }
     if (was_empty || c->held)
         conn_flush(t, c); /* latency: try to send now rather than on the next progress */
     return 0;
 }
 
-static int enqueue(struct lite_transport *t, struct conn *c, const struct lite_wire_hdr *h,
-                   const void *payload, uint8_t on_done, void *op)
+/* Queue a frame for `peer` on its main or its bulk connection, with a FENCE first when the
+ * other stream has carried frames since this one last named its count (see the top). */
+static int send_frame(struct lite_transport *t, int peer, const struct lite_wire_hdr *h,
+                      const void *payload, uint8_t on_done, void *op, bool flush)
 {
-    return enqueue_frame(t, c, h, payload, on_done, op, true);
+    int s = t->bulk_min && (h->type == LITE_WIRE_WRITE || h->type == LITE_WIRE_READ_RESP) &&
+            h->len >= t->bulk_min;
+    struct conn *c = conn_of(t, s ? ROLE_BULK_OUT : ROLE_MAIN, peer);
+    if (c->dead || c->fd < 0)
+        return -LITE_ERR_PEER_LOST;
+    struct route *r = &t->routes[peer];
+    if (r->sent[!s] > r->fenced[s]) {
+        struct lite_wire_hdr f = {.type = LITE_WIRE_FENCE, .tag = r->sent[!s]};
+        int rc = enqueue_frame(t, c, &f, NULL, TX_DONE_NONE, NULL, false);
+        if (rc)
+            return rc;
+        r->fenced[s] = r->sent[!s];
+    }
+    int rc = enqueue_frame(t, c, h, payload, on_done, op, flush);
+    if (rc == 0)
+        r->sent[s]++;
+    return rc;
+}
+
+/* Send every connection's held frames (answers gathered during a receive, ends of batches). */
+static void flush_held(struct lite_transport *t)
+{
+    t->held = false;
+    for (int i = 0; i < t->nconns; i++)
+        if (t->conns[i].held && !t->conns[i].dead && t->conns[i].fd >= 0)
+            conn_flush(t, &t->conns[i]);
 }
 
 static int tcp_msg_send(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
@@ -284,7 +373,7 @@ static int tcp_msg_send(struct lite_transport *t, int peer, const struct lite_ms
 {
     if (peer < 0 || peer >= t->world || peer == t->rank)
         return -EINVAL;
-    struct conn *c = &t->conns[peer];
+    struct conn *c = conn_of(t, ROLE_MAIN, peer);
     if (c->dead || c->fd < 0)
         return -LITE_ERR_PEER_LOST;
     struct lite_wire_hdr h = {.type = LITE_WIRE_MSG,
@@ -293,7 +382,7 @@ static int tcp_msg_send(struct lite_transport *t, int peer, const struct lite_ms
                               .credits = hdr->credits,
                               .tag = hdr->tag,
                               .len = hdr->len};
-    return enqueue(t, c, &h, payload, TX_DONE_OP, op);
+    return send_frame(t, peer, &h, payload, TX_DONE_OP, op, true);
 }
 
 /* ---- one-sided ops (emulated: frames on the same connection) ---- */
@@ -355,7 +444,7 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
 {
     if (r->peer < 0 || r->peer >= t->world || r->peer == t->rank)
         return -EINVAL;
-    struct conn *c = &t->conns[r->peer];
+    struct conn *c = conn_of(t, ROLE_MAIN, r->peer);
     if (c->dead || c->fd < 0)
         return -LITE_ERR_PEER_LOST;
     if (r->kind == LITE_RMA_WRITE && r->local_completion) {
@@ -368,7 +457,7 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
                                   .len = r->len,
                                   .key = r->remote_core_key,
                                   .offset = r->remote_offset};
-        return enqueue_frame(t, c, &h, r->local, TX_DONE_OP, op, !r->more);
+        return send_frame(t, r->peer, &h, r->local, TX_DONE_OP, op, !r->more);
     }
     uint64_t id;
     int i = slot_get(c, &id);
@@ -390,8 +479,8 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
     }
     /* Completion comes with the peer's answer, not when the bytes leave. Frames of a batch
      * leave together (one gathered sendmsg) when its last op is posted. */
-    int rc = enqueue_frame(t, c, &h, r->kind == LITE_RMA_WRITE ? r->local : NULL, TX_DONE_NONE,
-                           NULL, !r->more);
+    int rc = send_frame(t, r->peer, &h, r->kind == LITE_RMA_WRITE ? r->local : NULL, TX_DONE_NONE,
+                        NULL, !r->more);
     if (rc)
         slot_put(c, sl);
     return rc;
@@ -399,29 +488,40 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
 
 /* ---- receiving ---- */
 
-/* A HELLO on a new connection: adopt it as peer `rank`'s connection if that makes sense. */
-static int adopt(struct lite_transport *t, struct conn *pc, uint64_t rank, const char **why)
+/* A HELLO on a new connection: adopt it as peer `rank`'s main or incoming bulk connection if
+ * that makes sense. Nothing past the HELLO has been read (see conn_rx_frames), so only the
+ * socket moves. */
+static int adopt(struct lite_transport *t, struct conn *pc, uint64_t rank, bool bulk,
+                 const char **why)
 {
-    if (rank >= (uint64_t)t->world || (int)rank <= t->rank) {
+    if (rank >= (uint64_t)t->world || (int)rank == t->rank || (!bulk && (int)rank < t->rank)) {
         *why = "hello from a rank that should not connect to this one";
         return -LITE_ERR_PROTOCOL;
     }
-    struct conn *c = &t->conns[rank];
+    struct conn *c = conn_of(t, bulk ? ROLE_BULK_IN : ROLE_MAIN, (int)rank);
     if (c->fd >= 0 || c->dead) {
         *why = "second connection from the same rank";
         return -LITE_ERR_PROTOCOL;
     }
-    /* Move the socket and whatever was already read into the peer's slot. */
-    uint8_t *stage = c->stage;
-    *c = *pc;
-    c->peer = (int)rank;
-    lite_fmt(c->desc, sizeof(c->desc), "rank %d", c->peer);
+    c->fd = pc->fd;
     pc->fd = -1;
-    pc->stage = stage;
     pc->lo = pc->hi = 0;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     epoll_ctl(t->epfd, EPOLL_CTL_MOD, c->fd, &ev);
     return 1;
+}
+
+/* c has handled one more frame: a connection fenced on it may go on. */
+static void delivered(struct lite_transport *t, struct conn *c)
+{
+    c->delivered++;
+    struct conn *o = fence_partner(t, c);
+    if (o && o->paused && c->delivered >= o->fence_at) {
+        o->paused = false;
+        o->resume = t->resumed = true;
+        if (o->fd >= 0)
+            ep_set(t, o, o->out_armed);
+    }
 }
 
 /* Answer a one-sided op of the peer's (write acknowledgement or read refusal). */
@@ -431,7 +531,8 @@ static void send_answer(struct lite_transport *t, struct conn *c, uint8_t type, 
     struct lite_wire_hdr h = {.type = type, .tag = id, .status = status};
     /* Inside conn_rx the answers to a burst of writes (e.g. the pages of a paged write) are
      * gathered into one sendmsg at its end instead of one system call each. */
-    if (enqueue_frame(t, c, &h, NULL, TX_DONE_NONE, NULL, !c->in_rx) != 0)
+    int rc = send_frame(t, c->peer, &h, NULL, TX_DONE_NONE, NULL, !c->in_rx);
+    if (rc == -ENOMEM)
         conn_fail(t, c, -ENOMEM, "out of memory for a one-sided answer");
 }
 
@@ -443,7 +544,7 @@ static void payload_done(struct lite_transport *t, struct conn *c)
     case RX_MSG:
         t->up->recv_end(t->core, c->peer, c->token);
         break;
-    case RX_WRITE:
+    case RX_WRITE: {
         if (c->rx_status == 0) {
             /* The data is in place before its immediate is counted. */
             if (c->rx_has_imm)
@@ -451,24 +552,29 @@ static void payload_done(struct lite_transport *t, struct conn *c)
             t->up->rma_target_done(t->core, c->token);
         }
         c->token = NULL;
+        /* a peer's pages may come on either of its streams: the refusal is kept per peer */
+        struct conn *m = conn_of(t, ROLE_MAIN, c->peer);
         if (c->rx_noack) {
-            if (c->rx_sticky && c->rx_status && !c->sticky_error)
-                c->sticky_error = c->rx_status;
+            if (c->rx_sticky && c->rx_status && !m->sticky_error)
+                m->sticky_error = c->rx_status;
         } else {
             /* a refusal of an earlier page of the batch is this batch's outcome too */
-            int st = c->rx_status ? c->rx_status : c->sticky_error;
-            c->sticky_error = 0;
+            int st = c->rx_status ? c->rx_status : m->sticky_error;
+            m->sticky_error = 0;
             send_answer(t, c, LITE_WIRE_RMA_ACK, c->rx_id, st);
         }
         break;
+    }
     case RX_READ_RESP: {
-        struct rma_slot *sl = slot_find(c, c->rx_id, LITE_RMA_READ);
+        struct conn *m = conn_of(t, ROLE_MAIN, c->peer);
+        struct rma_slot *sl = slot_find(m, c->rx_id, LITE_RMA_READ);
         void *op = sl->op;
-        slot_put(c, sl);
+        slot_put(m, sl);
         t->up->send_done(t->core, op, c->rx_status);
         break;
     }
     }
+    delivered(t, c);
 }
 
 /* Start receiving a frame's payload into dst (NULL = discard). */
@@ -526,28 +632,29 @@ static int frame_begin(struct lite_transport *t, struct conn *c, const struct li
         struct lite_wire_hdr r = {.type = LITE_WIRE_READ_RESP, .tag = h->tag, .status = rc};
         if (rc == 0)
             r.len = h->len;
-        rc = enqueue(t, c, &r, src, rc == 0 ? TX_DONE_TARGET : TX_DONE_NONE, token);
-        if (rc) {
-            if (token)
-                t->up->rma_target_done(t->core, token);
+        rc = send_frame(t, c->peer, &r, src, rc == 0 ? TX_DONE_TARGET : TX_DONE_NONE, token, true);
+        if (rc && token)
+            t->up->rma_target_done(t->core, token);
+        if (rc == -ENOMEM) {
             *why = "out of memory for a read response";
             return rc;
         }
-        return 0;
+        return 0; /* or the pair's bulk connection failed: so did this one (conn_fail) */
     }
     case LITE_WIRE_RMA_ACK: {
-        struct rma_slot *sl = slot_find(c, h->tag, LITE_RMA_WRITE);
+        struct conn *m = conn_of(t, ROLE_MAIN, c->peer);
+        struct rma_slot *sl = slot_find(m, h->tag, LITE_RMA_WRITE);
         if (!sl) {
             *why = "acknowledgement of an unknown write";
             return -LITE_ERR_PROTOCOL;
         }
         void *op = sl->op;
-        slot_put(c, sl);
+        slot_put(m, sl);
         t->up->send_done(t->core, op, h->status);
         return 0;
     }
     case LITE_WIRE_READ_RESP: {
-        struct rma_slot *sl = slot_find(c, h->tag, LITE_RMA_READ);
+        struct rma_slot *sl = slot_find(conn_of(t, ROLE_MAIN, c->peer), h->tag, LITE_RMA_READ);
         if (!sl || (h->status == 0 && h->len != sl->len) || (h->status != 0 && h->len != 0)) {
             *why = "read response that matches no read";
             return -LITE_ERR_PROTOCOL;
@@ -563,10 +670,26 @@ static int frame_begin(struct lite_transport *t, struct conn *c, const struct li
     }
 }
 
-/* Parse what is staged. Returns 0, 1 when the connection moved (adopt), or a negative code. */
+/* What each kind of connection carries; anything else from a peer is a protocol error (a
+ * message on a bulk stream would break the core's one-message-at-a-time per peer). */
+static bool frame_fits(const struct conn *c, uint8_t type)
+{
+    switch (c->role) {
+    case ROLE_BULK_IN:
+        return type == LITE_WIRE_WRITE || type == LITE_WIRE_READ_RESP || type == LITE_WIRE_FENCE ||
+               type == LITE_WIRE_BYE;
+    case ROLE_BULK_OUT:
+        return type == LITE_WIRE_BYE; /* the peer only says goodbye on our outgoing stream */
+    default:
+        return true;
+    }
+}
+
+/* Parse what is staged. Returns 0 (also when a FENCE paused the connection), 1 when the
+ * connection moved (adopt), or a negative code. */
 static int parse_stage(struct lite_transport *t, struct conn *c, const char **why)
 {
-    while (c->lo < c->hi && !c->dead) {
+    while (c->lo < c->hi && !c->dead && !c->paused) {
         if (c->rx_state == RX_PAYLOAD) {
             size_t k = c->hi - c->lo;
             if (k > c->remaining)
@@ -588,50 +711,98 @@ static int parse_stage(struct lite_transport *t, struct conn *c, const char **wh
         if (rc)
             return rc;
         c->lo += LITE_WIRE_HDR_LEN;
-        if (h.type == LITE_WIRE_BYE) {
-            c->bye = true;
-            continue;
-        }
         if (h.type == LITE_WIRE_HELLO) {
             if (c->peer >= 0) {
                 *why = "hello on an established connection";
                 return -LITE_ERR_PROTOCOL;
             }
-            return adopt(t, c, h.tag, why);
+            return adopt(t, c, h.tag, (h.flags & LITE_WIRE_F_BULK) != 0, why);
         }
         if (c->peer < 0) {
-            *why = "message before hello";
+            *why = "frame before hello";
             return -LITE_ERR_PROTOCOL;
+        }
+        if (!frame_fits(c, h.type)) {
+            *why = c->role == ROLE_MAIN ? "unexpected frame type"
+                                        : "frame type that a bulk connection does not carry";
+            return -LITE_ERR_PROTOCOL;
+        }
+        if (h.type == LITE_WIRE_FENCE) {
+            if (fence_partner(t, c)->delivered < h.tag) {
+                c->fence_at = h.tag;
+                c->paused = true;
+                ep_set(t, c, c->out_armed);
+            }
+            continue;
+        }
+        if (h.type == LITE_WIRE_BYE) {
+            c->bye = true;
+            delivered(t, c);
+            continue;
         }
         rc = frame_begin(t, c, &h, why);
         if (rc)
             return rc;
+        if (h.type == LITE_WIRE_READ_REQ || h.type == LITE_WIRE_RMA_ACK)
+            delivered(t, c); /* frames with a payload count in payload_done */
     }
     if (c->lo == c->hi)
         c->lo = c->hi = 0;
     return 0;
 }
 
-static void conn_rx_frames(struct lite_transport *t, struct conn *c)
+/* Parse the stage; false when the receive must stop here (moved, paused, dead or refused). */
+static bool rx_parse(struct lite_transport *t, struct conn *c)
 {
     const char *why = "protocol error";
+    int rc = parse_stage(t, c, &why);
+    if (rc == 1)
+        return false; /* adopted: the peer's slot handles the rest on its next event */
+    if (rc < 0) {
+        char w[128];
+        lite_fmt(w, sizeof(w), "bad data from %s: %s", c->desc, why);
+        if (c->peer < 0) {
+            LITE_WARN("tcp rank %d: refused a connection: %s", t->rank, w);
+            epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+            close(c->fd);
+            c->fd = -1;
+            c->dead = true;
+        } else {
+            LITE_ERROR("tcp rank %d: %s; dropping the connection", t->rank, w);
+            conn_fail(t, c, rc, w);
+        }
+        return false;
+    }
+    return !c->paused && !c->dead;
+}
+
+static void conn_rx_frames(struct lite_transport *t, struct conn *c)
+{
+    if (c->paused)
+        return;
+    if (c->lo < c->hi && !rx_parse(t, c)) /* frames left staged by a fence now passed */
+        return;
     for (int iter = 0; iter < 64 && !c->dead && c->fd >= 0; iter++) {
         ssize_t n;
         size_t want = 0;
         bool direct =
             c->rx_state == RX_PAYLOAD && c->lo == c->hi && c->dst && c->remaining >= DIRECT_MIN;
         if (direct) {
-            if (c->held)
-                conn_flush(t, c); /* answers go before a long read keeps us here */
+            if (t->held)
+                flush_held(t); /* answers go before a long read keeps us here */
             n = recv(c->fd, c->dst, (size_t)c->remaining, 0);
         } else {
-            if (c->hi == STAGE_SIZE || (c->lo > 0 && STAGE_SIZE - c->hi < LITE_WIRE_HDR_LEN)) {
+            if (c->hi == c->stage_size ||
+                (c->lo > 0 && c->stage_size - c->hi < LITE_WIRE_HDR_LEN)) {
                 memmove(c->stage, c->stage + c->lo, c->hi - c->lo);
                 c->hi -= c->lo;
                 c->lo = 0;
             }
-            want = STAGE_SIZE - c->hi;
-            if (c->last_large && c->rx_state == RX_HDR && c->hi - c->lo < LITE_WIRE_HDR_LEN)
+            want = c->stage_size - c->hi;
+            /* After a large payload, and before HELLO (so that adopt moves only a socket),
+             * read just the next header. */
+            if ((c->last_large || c->peer < 0) && c->rx_state == RX_HDR &&
+                c->hi - c->lo < LITE_WIRE_HDR_LEN)
                 want = LITE_WIRE_HDR_LEN - (c->hi - c->lo);
             n = recv(c->fd, c->stage + c->hi, want, 0);
         }
@@ -663,7 +834,7 @@ static void conn_rx_frames(struct lite_transport *t, struct conn *c)
             conn_fail(t, c, -LITE_ERR_PEER_LOST, w);
             return;
         }
-        int rc;
+        c->idle = 0;
         if (direct) {
             bool drained = (uint64_t)n < c->remaining;
             c->dst += n;
@@ -678,28 +849,8 @@ static void conn_rx_frames(struct lite_transport *t, struct conn *c)
         }
         bool drained = (size_t)n < want;
         c->hi += (size_t)n;
-        rc = parse_stage(t, c, &why);
-        if (rc == 1)
-            return; /* adopted: the peer's slot handles the rest on its next event */
-        if (rc == 0 && drained)
+        if (!rx_parse(t, c) || drained)
             return;
-        if (rc < 0) {
-            char w[128];
-            lite_fmt(w, sizeof(w), "bad data from %s: %s", c->desc, why);
-            if (c->peer < 0)
-                LITE_WARN("tcp rank %d: refused a connection: %s", t->rank, w);
-            else
-                LITE_ERROR("tcp rank %d: %s; dropping the connection", t->rank, w);
-            if (c->peer < 0) {
-                epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-                close(c->fd);
-                c->fd = -1;
-                c->dead = true;
-            } else {
-                conn_fail(t, c, rc, w);
-            }
-            return;
-        }
     }
 }
 
@@ -708,8 +859,26 @@ static void conn_rx(struct lite_transport *t, struct conn *c)
     c->in_rx = true;
     conn_rx_frames(t, c);
     c->in_rx = false;
-    if (c->txq && !c->dead && c->fd >= 0)
+    if (t->held)
+        flush_held(t); /* the answers gathered during this receive, on whichever connection */
+    else if (c->txq && !c->dead && c->fd >= 0)
         conn_flush(t, c);
+}
+
+/* Connections whose fence wait ended: parse what they had staged, and read on. */
+static void run_resumed(struct lite_transport *t)
+{
+    for (int round = 0; round < MAX_RESUME_ROUNDS && t->resumed; round++) {
+        t->resumed = false;
+        for (int i = 0; i < t->nconns; i++) {
+            struct conn *c = &t->conns[i];
+            if (c->resume) {
+                c->resume = false;
+                if (!c->dead && c->fd >= 0)
+                    conn_rx(t, c);
+            }
+        }
+    }
 }
 
 static void accept_new(struct lite_transport *t)
@@ -731,8 +900,10 @@ static void accept_new(struct lite_transport *t)
                 slot = i;
         }
         struct conn *c = slot >= 0 ? calloc(1, sizeof(*c)) : NULL;
-        if (c)
-            c->stage = malloc(STAGE_SIZE);
+        if (c) {
+            c->stage_size = LITE_WIRE_HDR_LEN; /* it reads nothing past its HELLO */
+            c->stage = malloc(c->stage_size);
+        }
         if (!c || !c->stage) {
             if (c)
                 free(c);
@@ -757,19 +928,25 @@ static void accept_new(struct lite_transport *t)
 static int tcp_progress(struct lite_transport *t, int timeout_ms)
 {
     int handled = 0;
-    for (int p = 0; p < t->world; p++)
-        if (t->conns[p].txq && !t->conns[p].dead)
-            conn_flush(t, &t->conns[p]);
+    for (int i = 0; i < t->nconns; i++)
+        if (t->conns[i].txq && !t->conns[i].dead)
+            conn_flush(t, &t->conns[i]);
     /* Polling (timeout 0) with few peers: recv on each socket directly, one syscall per peer
-     * instead of epoll_wait + recv + recv(EAGAIN); epoll still runs now and then (accepts). */
+     * instead of epoll_wait + recv + recv(EAGAIN); epoll still runs now and then (accepts).
+     * An incoming bulk connection is read here only while it is busy or awaited; outgoing
+     * ones (only a goodbye comes back) are left to epoll. */
     if (timeout_ms == 0 && t->world <= 8 && (++t->polls & 31) != 0) {
         for (int p = 0; p < t->world; p++) {
-            struct conn *c = &t->conns[p];
+            struct conn *c = conn_of(t, ROLE_MAIN, p), *b = conn_of(t, ROLE_BULK_IN, p);
             if (c->fd >= 0 && !c->dead) {
                 conn_rx(t, c);
                 handled++;
             }
+            if (b->fd >= 0 && !b->dead &&
+                (b->idle++ < BULK_IDLE_POLLS || c->paused || b->rx_state == RX_PAYLOAD))
+                conn_rx(t, b);
         }
+        run_resumed(t);
         return handled;
     }
     struct epoll_event evs[64];
@@ -790,6 +967,7 @@ static int tcp_progress(struct lite_transport *t, int timeout_ms)
             conn_rx(t, c);
         handled++;
     }
+    run_resumed(t);
     return handled;
 }
 
@@ -812,6 +990,26 @@ static int parse_port_env(int rank, uint16_t *port)
     return 0;
 }
 
+/* LITETX_TCP_BULK_MIN: bytes (0 = no bulk stream); ranks may differ, a receiver takes both. */
+static int parse_bulk_env(uint64_t *min)
+{
+    const char *v = getenv("LITETX_TCP_BULK_MIN");
+    *min = BULK_MIN;
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (*end || errno || v[0] == '-') {
+        LITE_ERROR("LITETX_TCP_BULK_MIN=\"%s\": must be a byte count (0 keeps all frames on the "
+                   "main connection)",
+                   v);
+        return -LITE_ERR_CONFIG;
+    }
+    *min = n;
+    return 0;
+}
+
 static void tcp_close(struct lite_transport *t);
 
 static int tcp_open(const struct lite_transport_params *p, struct lite_transport **out)
@@ -825,18 +1023,27 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
     t->up = p->up;
     t->listen_fd = -1;
     t->epfd = epoll_create1(EPOLL_CLOEXEC);
-    t->conns = calloc((size_t)t->world, sizeof(struct conn));
-    int rc = t->epfd < 0 ? -errno : (!t->conns ? -ENOMEM : 0);
-    for (int i = 0; !rc && i < t->world; i++) {
-        t->conns[i].fd = -1;
-        t->conns[i].peer = i;
-        lite_fmt(t->conns[i].desc, sizeof(t->conns[i].desc), "rank %d", i);
-        if (i != t->rank && !(t->conns[i].stage = malloc(STAGE_SIZE)))
+    t->nconns = ROLE_COUNT * t->world;
+    t->conns = calloc((size_t)t->nconns, sizeof(struct conn));
+    t->routes = calloc((size_t)t->world, sizeof(struct route));
+    int rc = t->epfd < 0 ? -errno : (!t->conns || !t->routes ? -ENOMEM : 0);
+    static const char *const role_desc[ROLE_COUNT] = {"", " (bulk out)", " (bulk in)"};
+    for (int i = 0; !rc && i < t->nconns; i++) {
+        struct conn *c = &t->conns[i];
+        c->fd = -1;
+        c->role = (uint8_t)(i / t->world);
+        c->peer = i % t->world;
+        c->last_large = c->role == ROLE_BULK_IN; /* its frames are large: headers read alone */
+        c->stage_size = c->role == ROLE_MAIN ? STAGE_SIZE : BULK_STAGE;
+        lite_fmt(c->desc, sizeof(c->desc), "rank %d%s", c->peer, role_desc[c->role]);
+        if (c->peer != t->rank && !(c->stage = malloc(c->stage_size)))
             rc = -ENOMEM;
     }
     uint16_t port = 0;
     if (!rc)
         rc = parse_port_env(t->rank, &port);
+    if (!rc)
+        rc = parse_bulk_env(&t->bulk_min);
     char why[128];
     if (!rc)
         rc = lite_sock_resolve(p->bind_host, port, &t->addr, &t->addr_len, why, sizeof(why));
@@ -845,7 +1052,7 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
         rc = t->listen_fd < 0 ? t->listen_fd : 0;
     }
     if (!rc && (bind(t->listen_fd, (struct sockaddr *)&t->addr, t->addr_len) != 0 ||
-                listen(t->listen_fd, 128) != 0)) {
+                listen(t->listen_fd, SOMAXCONN) != 0)) {
         rc = -errno;
         LITE_ERROR("tcp rank %d: cannot listen on %s port %u: %s", t->rank, p->bind_host, port,
                    strerror(errno));
@@ -889,13 +1096,16 @@ static int blob_to_addr(const uint8_t *b, size_t len, struct sockaddr_storage *s
     return lite_sock_unpack(b[0], b + 2, ss, sl);
 }
 
-static int connect_one(struct lite_transport *t, int peer, const struct sockaddr_storage *ss,
-                       socklen_t sl, int64_t deadline, int *last_err)
+static int connect_one(struct lite_transport *t, int peer, int role,
+                       const struct sockaddr_storage *ss, socklen_t sl, int64_t deadline,
+                       int *last_err)
 {
     int fd = lite_sock_connect(ss, sl, deadline, last_err);
     if (fd < 0)
         return fd;
-    struct lite_wire_hdr h = {.type = LITE_WIRE_HELLO, .tag = (uint64_t)t->rank};
+    struct lite_wire_hdr h = {.type = LITE_WIRE_HELLO,
+                              .flags = role == ROLE_BULK_OUT ? LITE_WIRE_F_BULK : 0,
+                              .tag = (uint64_t)t->rank};
     uint8_t hdr[LITE_WIRE_HDR_LEN];
     lite_wire_encode(&h, hdr);
     int rc = lite_sock_write_full(fd, hdr, sizeof(hdr), deadline);
@@ -903,7 +1113,7 @@ static int connect_one(struct lite_transport *t, int peer, const struct sockaddr
         close(fd);
         return rc;
     }
-    struct conn *c = &t->conns[peer];
+    struct conn *c = conn_of(t, role, peer);
     c->fd = fd;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
@@ -913,7 +1123,12 @@ static int connect_one(struct lite_transport *t, int peer, const struct sockaddr
 static int tcp_connect_all(struct lite_transport *t, const void *const *blobs, const size_t *lens,
                            int64_t deadline, char *why, size_t why_len)
 {
-    for (int j = 0; j < t->rank; j++) {
+    /* Main connections to the lower ranks, then a bulk connection to every other rank. */
+    for (int k = 0; k < t->rank + t->world; k++) {
+        int role = k < t->rank ? ROLE_MAIN : ROLE_BULK_OUT;
+        int j = k < t->rank ? k : k - t->rank;
+        if (j == t->rank)
+            continue;
         struct sockaddr_storage ss;
         socklen_t sl;
         int last = 0;
@@ -923,7 +1138,7 @@ static int tcp_connect_all(struct lite_transport *t, const void *const *blobs, c
                      j);
             return rc;
         }
-        rc = connect_one(t, j, &ss, sl, deadline, &last);
+        rc = connect_one(t, j, role, &ss, sl, deadline, &last);
         if (rc) {
             char host[64], lb[96];
             uint16_t port = 0;
@@ -934,11 +1149,13 @@ static int tcp_connect_all(struct lite_transport *t, const void *const *blobs, c
             return rc;
         }
     }
-    /* Accept from every higher rank; their HELLOs are handled by progress. */
+    /* Accept the main connections of the higher ranks and every rank's bulk connection; their
+     * HELLOs are handled by progress. */
     for (;;) {
         int missing = -1, nmissing = 0;
-        for (int j = t->rank + 1; j < t->world; j++)
-            if (t->conns[j].fd < 0) {
+        for (int j = 0; j < t->world; j++)
+            if (j != t->rank && ((j > t->rank && conn_of(t, ROLE_MAIN, j)->fd < 0) ||
+                                 conn_of(t, ROLE_BULK_IN, j)->fd < 0)) {
                 nmissing++;
                 missing = missing < 0 ? j : missing;
             }
@@ -946,8 +1163,8 @@ static int tcp_connect_all(struct lite_transport *t, const void *const *blobs, c
             return 0;
         if (lite_now_ns() >= deadline) {
             lite_fmt(why, why_len,
-                     "tcp rank %d: %d higher rank(s) did not connect in time (first: rank %d)",
-                     t->rank, nmissing, missing);
+                     "tcp rank %d: %d rank(s) did not connect in time (first: rank %d)", t->rank,
+                     nmissing, missing);
             return -ETIMEDOUT;
         }
         int rc = tcp_progress(t, lite_ms_left(deadline, 50));
@@ -967,32 +1184,39 @@ static void tcp_close(struct lite_transport *t)
     if (t->conns && t->epfd >= 0) {
         for (;;) {
             bool busy = false;
-            for (int p = 0; p < t->world; p++)
-                busy |= t->conns[p].txq && !t->conns[p].dead;
+            for (int i = 0; i < t->nconns; i++)
+                busy |= t->conns[i].txq && !t->conns[i].dead;
             if (!busy || lite_now_ns() >= deadline)
                 break;
             tcp_progress(t, 10);
         }
-        for (int p = 0; p < t->world; p++)
-            if (t->conns[p].fd >= 0 && !t->conns[p].dead) {
-                struct lite_wire_hdr bye = {.type = LITE_WIRE_BYE};
-                enqueue(t, &t->conns[p], &bye, NULL, TX_DONE_NONE, NULL);
-                conn_flush(t, &t->conns[p]);
-                /* Half-close only with nothing queued; else the drain below ends it. */
-                if (t->conns[p].fd >= 0 && !t->conns[p].txq)
-                    shutdown(t->conns[p].fd, SHUT_WR);
-            }
+        /* BYE on every connection; on the main one it goes through send_frame so that it is
+         * handled after the bulk data before it. */
+        for (int i = 0; i < t->nconns; i++) {
+            struct conn *c = &t->conns[i];
+            if (c->fd < 0 || c->dead)
+                continue;
+            struct lite_wire_hdr bye = {.type = LITE_WIRE_BYE};
+            if (c->role == ROLE_MAIN)
+                send_frame(t, c->peer, &bye, NULL, TX_DONE_NONE, NULL, true);
+            else
+                enqueue_frame(t, c, &bye, NULL, TX_DONE_NONE, NULL, true);
+            conn_flush(t, c);
+            /* Half-close only with nothing queued; else the drain below ends it. */
+            if (c->fd >= 0 && !c->txq)
+                shutdown(c->fd, SHUT_WR);
+        }
         for (;;) {
             bool open = false;
-            for (int p = 0; p < t->world; p++)
-                open |= t->conns[p].fd >= 0 && !t->conns[p].eof;
+            for (int i = 0; i < t->nconns; i++)
+                open |= t->conns[i].fd >= 0 && !t->conns[i].eof;
             if (!open || lite_now_ns() >= deadline)
                 break;
             tcp_progress(t, 10);
         }
     }
-    for (int p = 0; t->conns && p < t->world; p++) {
-        struct conn *c = &t->conns[p];
+    for (int i = 0; t->conns && i < t->nconns; i++) {
+        struct conn *c = &t->conns[i];
         if (c->fd >= 0)
             close(c->fd);
         c->fd = -1;
@@ -1019,6 +1243,7 @@ static void tcp_close(struct lite_transport *t)
     if (t->epfd >= 0)
         close(t->epfd);
     free(t->conns);
+    free(t->routes);
     free(t);
 }
 
@@ -1027,7 +1252,7 @@ const struct lite_transport_ops lite_tcp_ops = {
     .abi_version = LITE_TRANSPORT_ABI_VERSION,
     .name = "tcp",
     .caps = LITE_CAP_WRITE | LITE_CAP_WRITE_IMM | LITE_CAP_READ | LITE_CAP_EMULATED_RMA |
-            LITE_CAP_ORDERED_WRITE_MSG | /* frames of a peer share one connection, in order */
+            LITE_CAP_ORDERED_WRITE_MSG | /* a peer's frames are handled in order (fences) */
             LITE_CAP_REVOCABLE_RMA,      /* keys are checked per frame; a refusal is an answer */
     .probe = tcp_probe,
     .open = tcp_open,

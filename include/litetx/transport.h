@@ -185,6 +185,9 @@ struct lite_transport_params {
      * than `rndv_threshold` bytes of payload. Size receive resources from these. */
     uint32_t credits;
     size_t rndv_threshold;
+    /* This host runs more ranks than it gives the job CPUs (or LITETX_YIELD=1): ranks take
+     * turns on the CPUs rather than run at the same time. */
+    bool crowded;
 };
 
 struct lite_transport_ops {

@@ -161,6 +161,7 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
         .log_level = ctx->s.log_level,
         .credits = ctx->credits_max,
         .rndv_threshold = ctx->rndv_threshold,
+        .crowded = ctx->yield_polls,
     };
     rc = ctx->ops.open(&params, &ctx->tp);
     if (rc) {

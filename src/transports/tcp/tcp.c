@@ -5,7 +5,7 @@
  *
  * Three connections per pair of ranks. The main one carries messages, control frames and small
  * one-sided payloads both ways. Large one-sided payloads (writes and read responses of at least
- * LITETX_TCP_BULK_MIN bytes, default 64 KiB) go on a bulk connection per direction, which carries
+ * LITETX_TCP_BULK_MIN bytes, default 256 KiB) go on a bulk connection per direction, which carries
  * data one way only. Why: when both ranks stream megabytes at each other on one connection, each
  * socket is locked by its own sender while the other's data and acknowledgements pile up in its
  * backlog, and a 1 MiB exchange over loopback takes twice as long as on two one-way connections
@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -42,7 +43,7 @@
 
 #define STAGE_SIZE        (256 * 1024)
 #define BULK_STAGE        4096 /* bulk connections stage headers only: their payloads are large */
-#define BULK_MIN          (64 * 1024)
+#define BULK_MIN          (256 * 1024)
 #define BULK_IDLE_POLLS   64 /* a quiet bulk connection is left to epoll after this many polls */
 #define MAX_RESUME_ROUNDS 16
 #define DIRECT_MIN        (32 * 1024) /* a payload remainder this large is read straight into place */
@@ -125,6 +126,12 @@ struct conn {
     char desc[64];
 };
 
+/* Per peer, per outgoing stream (0 main, 1 bulk): frames sent (FENCE not counted), and the
+ * other stream's count named by the last FENCE sent on this one. */
+struct route {
+    uint64_t sent[2], fenced[2];
+};
+
 struct lite_transport {
     int rank, world;
     struct lite_core *core;
@@ -135,12 +142,8 @@ struct lite_transport {
     socklen_t addr_len;
     struct conn *conns; /* ROLE_COUNT x world: by role, then by peer rank (see conn_of) */
     int nconns;
-    /* Per peer, per outgoing stream (0 main, 1 bulk): frames sent (FENCE not counted), and the
-     * other stream's count named by the last FENCE sent on this one. */
-    struct route {
-        uint64_t sent[2], fenced[2];
-    } * routes;
-    uint64_t bulk_min; /* one-sided payloads this large go on the bulk connection; 0: never */
+    struct route *routes; /* by peer */
+    uint64_t bulk_min;    /* one-sided payloads this large go on the bulk connection; 0: never */
     struct conn *pending[MAX_PENDING]; /* accepted, not yet identified */
     bool closing;
     bool resumed; /* some connection's fence wait ended (conn.resume) */
@@ -157,6 +160,8 @@ static struct conn *conn_of(struct lite_transport *t, int role, int peer)
 /* The connection whose handled frames a FENCE on c counts: the peer's other incoming stream. */
 static struct conn *fence_partner(struct lite_transport *t, struct conn *c)
 {
+    if (c->peer < 0)
+        return NULL; /* not identified yet */
     if (c->role == ROLE_MAIN)
         return conn_of(t, ROLE_BULK_IN, c->peer);
     if (c->role == ROLE_BULK_IN)
@@ -990,11 +995,14 @@ static int parse_port_env(int rank, uint16_t *port)
     return 0;
 }
 
-/* LITETX_TCP_BULK_MIN: bytes (0 = no bulk stream); ranks may differ, a receiver takes both. */
-static int parse_bulk_env(uint64_t *min)
+/* LITETX_TCP_BULK_MIN: bytes (0 = no bulk stream); ranks may differ, a receiver takes both.
+ * Default: BULK_MIN, or 0 on a crowded host, where the two ends of a pair never send at the same
+ * moment and the extra sockets only cost (alltoall of 1 MiB per peer, 4 ranks on 2 CPUs: 30 %
+ * slower with them). */
+static int parse_bulk_env(bool crowded, uint64_t *min)
 {
     const char *v = getenv("LITETX_TCP_BULK_MIN");
-    *min = BULK_MIN;
+    *min = crowded ? 0 : BULK_MIN;
     if (!v || !*v)
         return 0;
     char *end;
@@ -1043,7 +1051,8 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
     if (!rc)
         rc = parse_port_env(t->rank, &port);
     if (!rc)
-        rc = parse_bulk_env(&t->bulk_min);
+        rc = parse_bulk_env(p->size > offsetof(struct lite_transport_params, crowded) && p->crowded,
+                            &t->bulk_min);
     char why[128];
     if (!rc)
         rc = lite_sock_resolve(p->bind_host, port, &t->addr, &t->addr_len, why, sizeof(why));
@@ -1065,7 +1074,9 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
         char host[64];
         uint16_t lp;
         lite_sock_name(&t->addr, host, sizeof(host), &lp);
-        LITE_INFO("tcp rank %d listening on %s port %u", t->rank, host, lp);
+        LITE_INFO("tcp rank %d listening on %s port %u; bulk connections for payloads of %llu "
+                  "bytes and more (0: none)",
+                  t->rank, host, lp, (unsigned long long)t->bulk_min);
     }
     if (rc) {
         tcp_close(t);

@@ -26,7 +26,8 @@
  * kernel's backlog.
  *
  * LITETX_TCP_PORT=<base> makes rank r listen on port base + r (for firewalls); default: any port.
- * LITETX_TCP_BULK_MIN=<bytes>: the bulk threshold; 0 keeps everything on the main connection.
+ * LITETX_TCP_BULK_MIN=<bytes>: the bulk threshold; 0 keeps everything on the main connection
+ * (the default on a crowded host, see parse_bulk_env).
  */
 #include <arpa/inet.h>
 #include <errno.h>

@@ -306,6 +306,15 @@ static void conn_flush(struct lite_transport *t, struct conn *c)
         ep_set(t, c, false);
 }
 
+/* Send every connection's held frames (answers gathered during a receive, ends of batches). */
+static void flush_held(struct lite_transport *t)
+{
+    t->held = false;
+    for (int i = 0; i < t->nconns; i++)
+        if (t->conns[i].held && !t->conns[i].dead && t->conns[i].fd >= 0)
+            conn_flush(t, &t->conns[i]);
+}
+
 static int enqueue_frame(struct lite_transport *t, struct conn *c, const struct lite_wire_hdr *h,
                          const void *payload, uint8_t on_done, void *op, bool flush)
 {
@@ -329,13 +338,8 @@ static int enqueue_frame(struct lite_transport *t, struct conn *c, const struct 
         c->held = t->held = true;
         return 0;
     }
-    if (t->held) {
-        /* the end of a batch: send what it held, on every connection */
-        t->held = false;
-        for (int i = 0; i < t->nconns; i++)
-            if (t->conns[i].held && &t->conns[i] != c)
-                conn_flush(t, &t->conns[i]);
-    }
+    if (t->held)
+        flush_held(t); /* the end of a batch: send what it held, on every connection */
     if (was_empty || c->held)
         conn_flush(t, c); /* latency: try to send now rather than on the next progress */
     return 0;
@@ -363,15 +367,6 @@ static int send_frame(struct lite_transport *t, int peer, const struct lite_wire
     if (rc == 0)
         r->sent[s]++;
     return rc;
-}
-
-/* Send every connection's held frames (answers gathered during a receive, ends of batches). */
-static void flush_held(struct lite_transport *t)
-{
-    t->held = false;
-    for (int i = 0; i < t->nconns; i++)
-        if (t->conns[i].held && !t->conns[i].dead && t->conns[i].fd >= 0)
-            conn_flush(t, &t->conns[i]);
 }
 
 static int tcp_msg_send(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,

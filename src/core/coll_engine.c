@@ -654,7 +654,8 @@ static int timed_out(struct lite_coll_op *op)
 static int drive(struct lite_coll_op *op, int64_t deadline)
 {
     struct lite_ctx *ctx = op->ctx;
-    int64_t spin_until = lite_now_ns() + ctx->spin_ns;
+    struct lite_waiter w;
+    lite_waiter_start(&w, deadline, 0, ctx->spin_ns);
     for (;;) {
         advance(op);
         reg_advance(ctx, op);
@@ -662,10 +663,10 @@ static int drive(struct lite_coll_op *op, int64_t deadline)
             return op->error;
         if (op->done)
             return 0;
-        int64_t now = lite_now_ns();
-        if (now >= deadline)
+        int ms = lite_waiter_next(&w);
+        if (ms < 0)
             return timed_out(op);
-        if (backend_progress(op, now < spin_until ? 0 : lite_ms_left(deadline, 100)))
+        if (backend_progress(op, ms))
             return op->error;
     }
 }

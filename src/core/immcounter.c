@@ -142,17 +142,10 @@ LITE_API int lite_imm_wait(lite_ctx_t *ctx, uint32_t imm, uint64_t expected, int
 {
     if (!ctx)
         return -EINVAL;
-    int64_t deadline =
-        lite_deadline_ns(timeout_ms == LITE_TIMEOUT_DEFAULT ? ctx->s.op_timeout_ms : timeout_ms);
-    /* Spin while arrivals keep coming, then sleep: one wait often covers a whole transfer, and
-     * on transports whose target side moves the data in its own progress (libfabric shm and
-     * tcp) a target that starts sleeping half-way through slows every later write. Over a byte
-     * stream (LITE_CAP_EMULATED_RMA) only while the writes are small (KV pages): the kernel
-     * buffers the data meanwhile, and a target that sleeps in epoll reads large writes in large
-     * pieces, one that spins in small ones (measured on TCP: 1 MiB write_imm 3.7 GB/s spinning,
-     * 5.1 GB/s sleeping; 16 KiB pages about 4.0 spinning, 2.8 sleeping). */
     bool stream = (ctx->ops.caps & LITE_CAP_EMULATED_RMA) != 0;
-    int64_t spin_until = lite_now_ns() + ctx->spin_ns;
+    struct lite_waiter w;
+    lite_waiter_start(&w, 0, timeout_ms == LITE_TIMEOUT_DEFAULT ? ctx->s.op_timeout_ms : timeout_ms,
+                      ctx->spin_ns);
     uint64_t seen = UINT64_MAX;
     for (;;) {
         struct lite_imm_entry *x = find(&ctx->imm, imm);
@@ -171,16 +164,16 @@ LITE_API int lite_imm_wait(lite_ctx_t *ctx, uint32_t imm, uint64_t expected, int
             return lite_fail(ctx, -LITE_ERR_PEER_LOST,
                              "imm_wait(%#x): %llu of %llu arrived and a peer is lost", imm,
                              (unsigned long long)have, (unsigned long long)expected);
-        int64_t now = lite_now_ns();
-        if (now >= deadline)
-            return lite_fail(ctx, -ETIMEDOUT, "imm_wait(%#x): %llu of %llu arrived by the deadline",
-                             imm, (unsigned long long)have, (unsigned long long)expected);
         if (have != seen) {
             if (!stream || ctx->rma_last_len < IMM_SPIN_MAX_WRITE)
-                spin_until = now + ctx->spin_ns;
+                lite_waiter_respin(&w);
             seen = have;
         }
-        int rc = lite_progress_once(ctx, now < spin_until ? 0 : lite_ms_left(deadline, 100));
+        int ms = lite_waiter_next(&w);
+        if (ms < 0)
+            return lite_fail(ctx, -ETIMEDOUT, "imm_wait(%#x): %llu of %llu arrived by the deadline",
+                             imm, (unsigned long long)have, (unsigned long long)expected);
+        int rc = lite_progress_once(ctx, ms);
         if (rc < 0)
             return rc;
     }

@@ -4,47 +4,58 @@
 #ifndef LITE_INT_H
 #define LITE_INT_H
 
+#include <endian.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "litetx/litetx.h"
 #include "litetx/transport.h"
 
-/* Little-endian field access for the wire formats (frames, descriptors, headers). */
+/* Little-endian field access for the wire formats (frames, descriptors, headers). memcpy of a
+ * converted value compiles to one move; a byte loop stays a loop at -O2 (~50 instructions per
+ * 64-bit field, measured on the EFA message path). */
 static inline void lite_put16(uint8_t *p, uint16_t v)
 {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
+    v = htole16(v);
+    memcpy(p, &v, sizeof(v));
 }
 
 static inline void lite_put32(uint8_t *p, uint32_t v)
 {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    v = htole32(v);
+    memcpy(p, &v, sizeof(v));
 }
 
 static inline void lite_put64(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    v = htole64(v);
+    memcpy(p, &v, sizeof(v));
 }
 
 static inline uint16_t lite_get16(const uint8_t *p)
 {
-    return (uint16_t)(p[0] | p[1] << 8);
+    uint16_t v;
+    memcpy(&v, p, sizeof(v));
+    return le16toh(v);
 }
 
 static inline uint32_t lite_get32(const uint8_t *p)
 {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return le32toh(v);
 }
 
 static inline uint64_t lite_get64(const uint8_t *p)
 {
-    return (uint64_t)lite_get32(p) | (uint64_t)lite_get32(p + 4) << 32;
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return le64toh(v);
 }
 
 #define LITE_HIDDEN       __attribute__((visibility("hidden")))
@@ -58,6 +69,69 @@ long lite_cpulist_count(const char *s);
 int64_t lite_deadline_ns(int timeout_ms);
 /* Milliseconds left until deadline, clamped to [0, cap_ms]. */
 int lite_ms_left(int64_t deadline_ns, int cap_ms);
+
+/*
+ * The clock of one wait loop: its deadline and its spin phase (poll with timeout 0, then let
+ * the backend sleep), read as seldom as a poll loop allows. A clock read costs ~45 ns in a VM
+ * (kvm-clock), about as much as the library's own work per message in a shared-memory
+ * ping-pong; most waits end within a few polls. So the first LITE_WAIT_UNTIMED polls read no
+ * clock at all (the timeout and the spin start after them, a microsecond or so late), then one
+ * poll in 16 reads it while spinning, every poll once the backend may sleep.
+ *
+ *   struct lite_waiter w;
+ *   lite_waiter_start(&w, deadline_ns, 0, ctx->spin_ns);  // or (0, timeout_ms, ...)
+ *   while (!done) {
+ *       int ms = lite_waiter_next(&w);  // -ETIMEDOUT, else the backend's timeout
+ *       if (ms < 0) return timed_out();
+ *       progress(ms);
+ *   }
+ */
+#define LITE_WAIT_UNTIMED 16
+
+struct lite_waiter {
+    int64_t deadline;   /* absolute (CLOCK_MONOTONIC ns); INT64_MAX: none */
+    int64_t spin_until; /* backend timeout 0 until then */
+    int64_t now;        /* last clock read */
+    int64_t spin_ns;
+    int timeout_ms; /* deadline not yet known: this many ms from the first timed poll */
+    unsigned polls;
+};
+
+/* deadline_ns > 0: an absolute deadline; else timeout_ms from now (< 0: none). */
+static inline void lite_waiter_start(struct lite_waiter *w, int64_t deadline_ns, int timeout_ms,
+                                     int64_t spin_ns)
+{
+    *w = (struct lite_waiter){.deadline = deadline_ns,
+                              .spin_until = INT64_MAX,
+                              .spin_ns = spin_ns,
+                              .timeout_ms = timeout_ms};
+}
+
+static inline int lite_waiter_next(struct lite_waiter *w)
+{
+    unsigned p = w->polls++;
+    if (p < LITE_WAIT_UNTIMED)
+        return 0;
+    if (p == LITE_WAIT_UNTIMED) {
+        w->now = lite_now_ns();
+        if (w->deadline <= 0)
+            w->deadline =
+                w->timeout_ms < 0 ? INT64_MAX : w->now + (int64_t)w->timeout_ms * 1000000LL;
+        w->spin_until = w->now + w->spin_ns;
+    } else if (p % 16 == 0 || w->now >= w->spin_until) {
+        w->now = lite_now_ns();
+    }
+    if (w->now >= w->deadline)
+        return -ETIMEDOUT;
+    return w->now < w->spin_until ? 0 : lite_ms_left(w->deadline, 100);
+}
+
+/* Something moved: spin again (imm_wait while writes keep arriving). */
+static inline void lite_waiter_respin(struct lite_waiter *w)
+{
+    if (w->polls > LITE_WAIT_UNTIMED)
+        w->spin_until = w->now + w->spin_ns;
+}
 
 /* ---- logging (log.c) ---- */
 void lite_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,5 +1,6 @@
-/* test_util.c - the kernel cpulist parser behind the yield heuristic (LITETX_YIELD), and
- * lite_sock_connect's report of why it gave up (real sockets on loopback). */
+/* test_util.c - the kernel cpulist parser behind the yield heuristic (LITETX_YIELD),
+ * lite_sock_connect's report of why it gave up (real sockets on loopback), and the wait-loop
+ * clock (lite_waiter: deadline and spin phase with few clock reads). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -92,6 +93,67 @@ static void test_connect_listening(void **state)
     close(ls);
 }
 
+/* The first LITE_WAIT_UNTIMED polls spin and never time out, even past the deadline: no clock. */
+static void test_waiter_untimed_polls(void **state)
+{
+    (void)state;
+    struct lite_waiter w;
+    lite_waiter_start(&w, 1 /* long past */, 0, 0);
+    for (int i = 0; i < LITE_WAIT_UNTIMED; i++)
+        assert_int_equal(lite_waiter_next(&w), 0);
+    assert_int_equal(lite_waiter_next(&w), -ETIMEDOUT);
+}
+
+/* A relative timeout starts at the first timed poll; timeout 0 ends the wait there. */
+static void test_waiter_timeout_ms(void **state)
+{
+    (void)state;
+    struct lite_waiter w;
+    lite_waiter_start(&w, 0, 0, 1000000000LL);
+    for (int i = 0; i < LITE_WAIT_UNTIMED; i++)
+        assert_int_equal(lite_waiter_next(&w), 0);
+    assert_int_equal(lite_waiter_next(&w), -ETIMEDOUT);
+
+    /* 30 ms: still running 10 ms in, over after 40 ms; no deadline at all with -1 */
+    lite_waiter_start(&w, 0, 30, 0);
+    int64_t t0 = lite_now_ns(), end = t0 + 2000 * 1000000LL;
+    int rc = 0;
+    while ((rc = lite_waiter_next(&w)) >= 0 && lite_now_ns() < end)
+        if (lite_now_ns() - t0 < 10 * 1000000LL)
+            assert_true(rc >= 0);
+    assert_int_equal(rc, -ETIMEDOUT);
+    assert_true(lite_now_ns() - t0 >= 30 * 1000000LL);
+
+    lite_waiter_start(&w, 0, -1, 0);
+    for (int i = 0; i < 1000; i++)
+        assert_true(lite_waiter_next(&w) >= 0);
+}
+
+/* Spin phase: timeout 0 for the backend until spin_ns have passed, then a sleep of at most
+ * 100 ms and never past the deadline; respin starts the spin again. */
+static void test_waiter_spin_then_sleep(void **state)
+{
+    (void)state;
+    struct lite_waiter w;
+    int64_t spin = 5 * 1000000LL;
+    lite_waiter_start(&w, lite_now_ns() + 10000 * 1000000LL, 0, spin);
+    int64_t t0 = lite_now_ns(), end = t0 + 2000 * 1000000LL;
+    int ms = 0;
+    while ((ms = lite_waiter_next(&w)) == 0 && lite_now_ns() < end)
+        ;
+    assert_true(lite_now_ns() - t0 >= spin);
+    assert_true(ms > 0 && ms <= 100);
+
+    lite_waiter_respin(&w);
+    assert_int_equal(lite_waiter_next(&w), 0);
+
+    lite_waiter_start(&w, lite_now_ns() + 50 * 1000000LL, 0, 0);
+    for (int i = 0; i < LITE_WAIT_UNTIMED; i++)
+        lite_waiter_next(&w);
+    ms = lite_waiter_next(&w);
+    assert_true(ms >= 0 && ms <= 50);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -99,6 +161,9 @@ int main(void)
         cmocka_unit_test(test_cpulist_invalid),
         cmocka_unit_test(test_connect_refused_is_named),
         cmocka_unit_test(test_connect_listening),
+        cmocka_unit_test(test_waiter_untimed_polls),
+        cmocka_unit_test(test_waiter_timeout_ms),
+        cmocka_unit_test(test_waiter_spin_then_sleep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

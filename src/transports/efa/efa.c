@@ -15,10 +15,11 @@
 
 #define CLOSE_DRAIN_MS 2000
 #define TICK_MS        5
-#define TICK_POLLS     63      /* polls between reads of the liveness clock: a poll is >= 30 ns */
-#define POLL_SLEEP_NS  50000   /* first nap between polls when the CQs cannot be slept on, */
-#define NAP_MAX_NS     1000000 /* doubling while nothing happens, up to this */
-#define IDLE_SPIN_NS   200000  /* a waiting progress call polls this long before it sleeps */
+#define TICK_POLLS     63       /* polls between reads of the liveness clock: a poll is >= 30 ns */
+#define POLL_SLEEP_NS  50000    /* first nap between polls when the CQs cannot be slept on, */
+#define NAP_MAX_NS     1000000  /* doubling while nothing happens, up to this */
+#define IDLE_SPIN_NS   200000   /* a waiting progress call polls this long before it sleeps, */
+#define POLL_SPIN_NS   20000000 /* or this long on CQs without a wait fd (see efa_open) */
 
 static int efa_probe(char *why, size_t why_len)
 {
@@ -94,7 +95,7 @@ static int efa_progress(struct lite_transport *t, int timeout_ms)
      * reads the socket): a blind 50 us nap (shm has no wait fd) or a wakeup through the CQ's
      * fd would hold every such op up. The core spins before it asks to wait at all; this covers
      * long waits (one imm_wait for a whole transfer) in the middle of traffic. */
-    int64_t spin_until = now + IDLE_SPIN_NS;
+    int64_t spin_until = now + t->idle_spin_ns;
     while (now < deadline) {
         if (now >= spin_until)
             wait_some(t, lite_ms_left(deadline, 1000));
@@ -170,6 +171,7 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
     /* shm signals its peers through shared memory, not through the CQ's file descriptor. */
     t->pid_watch = !strcmp(prov, "shm");
     t->use_wait = !t->cfg.no_wait_fd && !t->pid_watch;
+    t->crowded = prm->size > offsetof(struct lite_transport_params, crowded) && prm->crowded;
     t->sock_probe = lite_efa_sockaddr_format(info->addr_format);
 
     rc = lite_efa_rail_open(t, 0, rail_info(info, 0));
@@ -210,6 +212,13 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
         if (t->epfd < 0)
             t->use_wait = false;
     }
+    /* Without a wait fd a manual-progress provider moves data only while this side polls
+     * (tcp;ofi_rxm reads and writes its sockets, shm's target copies a write), and a blind nap
+     * stalls a transfer that is under way but has not completed anything yet: a 16 MiB write
+     * over tcp;ofi_rxm takes ~4 ms, and with 200 us of polling before the naps it ran at
+     * 2.3-2.6 GB/s against 3.5-3.7 with 20 ms. So poll 20 ms after the last event, unless the
+     * ranks take turns on the CPUs, where polling only delays the rank that has work. */
+    t->idle_spin_ns = t->use_wait || t->crowded ? IDLE_SPIN_NS : POLL_SPIN_NS;
     if (!rc) {
         static const char *const imm_names[] = {"", "remote CQ data (+ sender rank)",
                                                 "remote CQ data (+ FI_SOURCE)",

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "lite_int.h" /* lite_put32/64, lite_get32/64: little-endian fields */
 #include "litetx/transport.h"
 
 /* ---- striping ---- */
@@ -102,8 +103,7 @@ static inline int lite_efa_blob_pack(uint8_t *out, size_t cap, size_t *len, uint
     out[0] = LITE_EFA_BLOB_VERSION;
     out[1] = (uint8_t)nrails;
     out[2] = out[3] = 0;
-    for (int i = 0; i < 4; i++)
-        out[4 + i] = (uint8_t)(pid >> (8 * i));
+    lite_put32(out + 4, pid);
     size_t p = LITE_EFA_BLOB_HDR;
     for (uint32_t i = 0; i < nrails; i++) {
         out[p++] = (uint8_t)lens[i];
@@ -121,7 +121,7 @@ static inline int lite_efa_blob_unpack(const uint8_t *in, size_t len, struct lit
         in[1] > LITE_MAX_RAILS)
         return -EPROTO;
     b->nrails = in[1];
-    b->pid = (uint32_t)in[4] | (uint32_t)in[5] << 8 | (uint32_t)in[6] << 16 | (uint32_t)in[7] << 24;
+    b->pid = lite_get32(in + 4);
     size_t p = LITE_EFA_BLOB_HDR;
     for (uint32_t i = 0; i < b->nrails; i++) {
         if (p >= len || in[p] == 0 || len - p - 1 < in[p])
@@ -170,44 +170,18 @@ struct lite_efa_hdr {
     uint64_t len;
 };
 
-static inline void lite_efa_put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline uint64_t lite_efa_get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static inline void lite_efa_put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline uint32_t lite_efa_get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static inline void lite_efa_hdr_encode(const struct lite_efa_hdr *h, uint8_t *out)
 {
     out[0] = LITE_EFA_MAGIC;
     out[1] = h->type;
     out[2] = h->channel;
     out[3] = h->flags;
-    out[4] = (uint8_t)h->credits;
-    out[5] = (uint8_t)(h->credits >> 8);
+    lite_put16(out + 4, h->credits);
     out[6] = out[7] = 0;
-    lite_efa_put32(out + 8, h->src);
-    lite_efa_put32(out + 12, h->seq);
-    lite_efa_put64(out + 16, h->tag);
-    lite_efa_put64(out + 24, h->len);
+    lite_put32(out + 8, h->src);
+    lite_put32(out + 12, h->seq);
+    lite_put64(out + 16, h->tag);
+    lite_put64(out + 24, h->len);
 }
 
 /* Decode `got` received bytes; -EPROTO when they are not a well-formed header. */
@@ -219,11 +193,11 @@ static inline int lite_efa_hdr_decode(const uint8_t *in, size_t got, struct lite
     h->type = in[1];
     h->channel = in[2];
     h->flags = in[3];
-    h->credits = (uint16_t)(in[4] | in[5] << 8);
-    h->src = lite_efa_get32(in + 8);
-    h->seq = lite_efa_get32(in + 12);
-    h->tag = lite_efa_get64(in + 16);
-    h->len = lite_efa_get64(in + 24);
+    h->credits = lite_get16(in + 4);
+    h->src = lite_get32(in + 8);
+    h->seq = lite_get32(in + 12);
+    h->tag = lite_get64(in + 16);
+    h->len = lite_get64(in + 24);
     return 0;
 }
 

@@ -160,7 +160,7 @@ static int send_imm(struct lite_transport *t, struct efa_rma *m)
 {
     struct efa_peer *p = &t->peers[m->peer];
     uint8_t b[4];
-    lite_efa_put32(b, m->r.imm);
+    lite_put32(b, m->r.imm);
     m->stage = RMA_WAIT_ACK;
     m->ack_id = ++p->next_ack_id;
     return lite_efa_ctl_send(t, m->peer, LITE_EFA_T_IMM, m->ack_id, b, sizeof(b));
@@ -385,17 +385,17 @@ static void on_query(struct lite_transport *t, int peer, uint64_t key)
     struct efa_mr *mr = lite_efa_mr_find(t, key);
     uint32_t n = 0;
     if (!mr) {
-        lite_efa_put32(b, (uint32_t)-LITE_ERR_REMOTE_KEY);
+        lite_put32(b, (uint32_t)-LITE_ERR_REMOTE_KEY);
         LITE_INFO("%s rank %d: rank %d asked about an unknown region key %#llx", EFA_LOG, t->rank,
                   peer, (unsigned long long)key);
     } else {
         n = mr->nrails;
-        lite_efa_put32(b + 4, mr->access);
-        lite_efa_put64(b + 8, (uint64_t)(uintptr_t)mr->addr);
-        lite_efa_put64(b + 16, mr->len);
-        lite_efa_put32(b + 24, n);
+        lite_put32(b + 4, mr->access);
+        lite_put64(b + 8, (uint64_t)(uintptr_t)mr->addr);
+        lite_put64(b + 16, mr->len);
+        lite_put32(b + 24, n);
         for (uint32_t i = 0; i < n; i++)
-            lite_efa_put64(b + 32 + 8 * i, mr->rkey[i]);
+            lite_put64(b + 32 + 8 * i, mr->rkey[i]);
         mr->told[peer / 8] |= (uint8_t)(1u << (peer % 8));
     }
     lite_efa_ctl_send(t, peer, LITE_EFA_T_QREPLY, key, b, QREPLY_LEN(n));
@@ -407,8 +407,8 @@ static int on_qreply(struct lite_transport *t, int peer, uint64_t key, const uin
     struct efa_qent *q = qfind(p, key);
     if (len < 32 || !q || q->state != QENT_PENDING)
         return -LITE_ERR_PROTOCOL;
-    int status = (int)lite_efa_get32(b);
-    uint32_t n = lite_efa_get32(b + 24);
+    int status = (int)lite_get32(b);
+    uint32_t n = lite_get32(b + 24);
     if (status > 0 || (status == 0 && (n == 0 || n > LITE_MAX_RAILS || len != QREPLY_LEN(n))))
         return -LITE_ERR_PROTOCOL;
     struct efa_rma *m = q->parked;
@@ -423,12 +423,12 @@ static int on_qreply(struct lite_transport *t, int peer, uint64_t key, const uin
         }
         return 0;
     }
-    q->access = lite_efa_get32(b + 4);
-    q->base = lite_efa_get64(b + 8);
-    q->len = lite_efa_get64(b + 16);
+    q->access = lite_get32(b + 4);
+    q->base = lite_get64(b + 8);
+    q->len = lite_get64(b + 16);
     q->nrails = n;
     for (uint32_t i = 0; i < n; i++)
-        q->rkey[i] = lite_efa_get64(b + 32 + 8 * i);
+        q->rkey[i] = lite_get64(b + 32 + 8 * i);
     q->state = QENT_VALID;
     while (m && !p->dead) {
         struct efa_rma *nx = m->next_parked;
@@ -462,7 +462,7 @@ void lite_efa_rma_ctl(struct lite_transport *t, int peer, const struct lite_efa_
             break;
         }
         /* The writer sends this only once its data is in place here. */
-        t->up->imm_arrived(t->core, peer, lite_efa_get32(payload));
+        t->up->imm_arrived(t->core, peer, lite_get32(payload));
         t->events++;
         lite_efa_ctl_send(t, peer, LITE_EFA_T_IMM_ACK, h->tag, NULL, 0);
         break;

@@ -171,7 +171,6 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
     /* shm signals its peers through shared memory, not through the CQ's file descriptor. */
     t->pid_watch = !strcmp(prov, "shm");
     t->use_wait = !t->cfg.no_wait_fd && !t->pid_watch;
-    t->crowded = prm->size > offsetof(struct lite_transport_params, crowded) && prm->crowded;
     t->sock_probe = lite_efa_sockaddr_format(info->addr_format);
 
     rc = lite_efa_rail_open(t, 0, rail_info(info, 0));
@@ -218,7 +217,8 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
      * over tcp;ofi_rxm takes ~4 ms, and with 200 us of polling before the naps it ran at
      * 2.3-2.6 GB/s against 3.5-3.7 with 20 ms. So poll 20 ms after the last event, unless the
      * ranks take turns on the CPUs, where polling only delays the rank that has work. */
-    t->idle_spin_ns = t->use_wait || t->crowded ? IDLE_SPIN_NS : POLL_SPIN_NS;
+    bool crowded = prm->size > offsetof(struct lite_transport_params, crowded) && prm->crowded;
+    t->idle_spin_ns = t->use_wait || crowded ? IDLE_SPIN_NS : POLL_SPIN_NS;
     if (!rc) {
         static const char *const imm_names[] = {"", "remote CQ data (+ sender rank)",
                                                 "remote CQ data (+ FI_SOURCE)",

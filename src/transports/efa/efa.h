@@ -256,7 +256,6 @@ struct lite_transport {
     bool hmem; /* the provider registers device memory */
     int imm_mode;
     bool use_wait;        /* sleep on the CQs' wait fds */
-    bool crowded;         /* more ranks than CPUs on this host (lite_transport_params.crowded) */
     int64_t idle_spin_ns; /* a waiting progress call polls this long after the last event */
     bool sock_probe;      /* peers' rail-0 names are socket addresses: connect() tells if alive */
     bool pid_watch;       /* shared memory: every peer is on this host; watch its pid */

@@ -4,7 +4,7 @@
  *                      -ETIMEDOUT from lite_init naming the missing rank, within its deadline
  *   rank_exits         rank 2 of 3 exits without finalize; the survivors' pending and later
  *                      operations with it fail with -LITE_ERR_PEER_LOST, and they still talk
- *   garbage_transport  rank 1 sends garbage and forged hellos to rank 0's transport port; rank 0
+ *   garbage_transport  rank 1 sends garbage and forged frames to rank 0's transport port; rank 0
  *                      refuses each connection and keeps working
  *   garbage_root       rank 1 sends garbage to the bootstrap root before joining; init still works
  */
@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lite_int.h" /* the wire header, to forge frames */
 #include "mp_common.h"
 
 static double now_s(void)
@@ -140,28 +141,69 @@ static void exchange(lite_ctx_t *ctx, uint64_t tag)
           (unsigned long long)tag);
 }
 
+/* A frame header as a liblitetx peer of this version writes it (docs/PROTOCOL.md). */
+static void frame(uint8_t out[LITE_WIRE_HDR_LEN], uint8_t type, uint64_t tag, uint64_t len)
+{
+    memset(out, 0, LITE_WIRE_HDR_LEN);
+    lite_put16(out, LITE_WIRE_MAGIC);
+    out[2] = LITE_WIRE_VERSION;
+    out[3] = type;
+    lite_put64(out + 8, tag);
+    lite_put64(out + 16, len);
+}
+
+/* A port nobody holds right now (the kernel picks it; closed again at once). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0, "socket");
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    CHECK(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+              getsockname(fd, (struct sockaddr *)&a, &len) == 0,
+          "bind/getsockname: %s", strerror(errno));
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
 static void garbage_transport(void)
 {
     if (strcmp(mp_transport(), "tcp") != 0)
         mp_skip("garbage_transport attacks the TCP transport's port; not applicable here");
-    int base = root_port() + 100;
-    char v[16];
-    snprintf(v, sizeof(v), "%d", base);
-    setenv("LITETX_TCP_PORT", v, 1); /* so rank 1 knows where rank 0's transport listens */
+    /* Rank 0's transport listens on a port it knows (LITETX_TCP_PORT, rank 0 = the base itself),
+     * picked free just before init: a fixed offset from the root port could be held by another
+     * test's socket. Rank 1 learns it in the first message. */
+    if (env_int("LITETX_RANK") == 0) {
+        char v[16];
+        snprintf(v, sizeof(v), "%d", free_port());
+        setenv("LITETX_TCP_PORT", v, 1);
+    }
     lite_ctx_t *ctx = mp_init();
     CHECK(lite_world_size(ctx) == 2, "needs 2 ranks");
-    exchange(ctx, 1);
+    uint32_t base = 0;
+    if (lite_rank(ctx) == 0) {
+        base = (uint32_t)env_int("LITETX_TCP_PORT");
+        CHECK_RC(ctx, lite_send(ctx, 1, 1, &base, sizeof(base), 30000));
+    } else {
+        CHECK_RC(ctx, lite_recv(ctx, 0, 1, &base, sizeof(base), NULL, 30000));
+    }
     if (lite_rank(ctx) == 1) {
-        /* 1. random bytes; 2. a forged hello from rank 1 (already connected); 3. a hello from
-         * rank 0 (which never connects to itself); 4. a valid-looking header with a huge length */
+        /* Well-formed headers of the current wire version, so each is refused for what it
+         * says, not for its format: random bytes; a hello from rank 1 (already connected); a
+         * hello from rank 0 (which never connects to itself); a hello of an older wire version;
+         * a message as first frame, with a huge length. */
         uint8_t junk[4096];
         srand(42);
         for (size_t i = 0; i < sizeof(junk); i++)
             junk[i] = (uint8_t)rand();
-        uint8_t hello1[48] = {0x54, 0x4c, 1, 1, 0, 0, 0, 0, 1};
-        uint8_t hello0[48] = {0x54, 0x4c, 1, 1, 0, 0, 0, 0, 0};
-        uint8_t huge[48] = {0x54, 0x4c, 1, 2, 0,    0,    0,    0,    1,    0,    0,    0,
-                            0,    0,    0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
+        uint8_t hello1[LITE_WIRE_HDR_LEN], hello0[LITE_WIRE_HDR_LEN], old[LITE_WIRE_HDR_LEN],
+            huge[LITE_WIRE_HDR_LEN];
+        frame(hello1, LITE_WIRE_HELLO, 1, 0);
+        frame(hello0, LITE_WIRE_HELLO, 0, 0);
+        frame(old, LITE_WIRE_HELLO, 1, 0);
+        old[2] = LITE_WIRE_VERSION - 1;
+        frame(huge, LITE_WIRE_MSG, 1, INT64_MAX);
         struct {
             const void *p;
             size_t n;
@@ -169,14 +211,16 @@ static void garbage_transport(void)
         } cases[] = {{junk, sizeof(junk), "random bytes"},
                      {hello1, sizeof(hello1), "duplicate hello"},
                      {hello0, sizeof(hello0), "hello from rank 0"},
+                     {old, sizeof(old), "an older wire version"},
                      {huge, sizeof(huge), "a huge length"}};
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-            int fd = connect_local(base);
+            int fd = connect_local((int)base);
             CHECK(send(fd, cases[i].p, cases[i].n, MSG_NOSIGNAL) >= 0, "send garbage");
             CHECK(closed_by_peer(fd, 10.0), "rank 0 kept a connection that sent %s", cases[i].what);
             close(fd);
         }
-        printf("rank 1: rank 0 refused all 4 hostile connections\n");
+        printf("rank 1: rank 0 refused all %zu hostile connections\n",
+               sizeof(cases) / sizeof(cases[0]));
     }
     /* rank 0 handled the garbage while waiting here */
     exchange(ctx, 2);

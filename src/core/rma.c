@@ -122,7 +122,7 @@ static int batch_seal(struct lite_ctx *ctx, struct lite_request *r, int rc, lite
         return rc;
     }
     *out = r;
-    return rc == 0 ? 0 : 0;
+    return 0; /* a part-way failure is the request's error: lite_wait reports it */
 }
 
 static int single(struct lite_ctx *ctx, int kind, int peer, lite_mr_t *local, size_t local_off,

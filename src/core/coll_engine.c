@@ -522,7 +522,7 @@ static int retire(struct lite_coll_op *op, bool quiet)
         int err = r->error, peer = r->peer;
         bool recv = r->kind == LITE_REQ_RECV;
         size_t bytes = r->bytes;
-        lite_request_release(r);
+        lite_request_release(op->ctx, r);
         op->pend[i] = op->pend[--op->npend];
         if (p.role == LITE_COLL_GUARD || p.role == LITE_COLL_NOTICE)
             op->nside--;
@@ -843,7 +843,7 @@ void lite_coll_fini(struct lite_ctx *ctx)
          * and flow.c has let go of its rendezvous lists: release them with their op. */
         for (int i = 0; i < op->npend; i++)
             if (op->pend[i].r)
-                lite_request_release(op->pend[i].r);
+                lite_request_release(ctx, op->pend[i].r);
         lite_coll_op_free(op);
     }
 }

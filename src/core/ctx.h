@@ -103,9 +103,11 @@ struct lite_ctx {
     struct lite_transport_ops ops;
     struct lite_transport *tp;
     struct lite_peer *peers;
-    uint64_t coll_seq;     /* collectives started so far; identical on every rank */
-    uint8_t coll_sink;     /* where zero-information messages (barrier tokens) land */
-    bool ready;            /* lite_init completed */
+    uint64_t coll_seq;              /* collectives started so far; identical on every rank */
+    uint8_t coll_sink;              /* where zero-information messages (barrier tokens) land */
+    bool ready;                     /* lite_init completed */
+    struct lite_request *req_cache; /* released requests kept for reuse (p2p.c) */
+    int req_cached;
     int64_t spin_ns;       /* how long a wait polls before it sleeps in the backend */
     bool yield_polls;      /* more ranks on this host than CPUs: yield the CPU after each poll */
     uint16_t tp_id;        /* hash of the transport name, stamped into remote descriptors */
@@ -132,7 +134,8 @@ int lite_post_recv(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, v
 /* Wait for every request in reqs[0..n) (NULL entries skipped) until the deadline; each finished
  * request is released and its slot set to NULL. Returns 0 or the first error. */
 int lite_wait_all(struct lite_ctx *ctx, struct lite_request **reqs, int n, int64_t deadline_ns);
-void lite_request_release(struct lite_request *req);
+/* Release a finished (or never posted) request; NULL-safe. The context keeps a few for reuse. */
+void lite_request_release(struct lite_ctx *ctx, struct lite_request *req);
 
 /* The upcalls the core gives every backend. */
 extern const struct lite_core_upcalls lite_core_upcalls;
@@ -144,8 +147,8 @@ void lite_p2p_fini(struct lite_ctx *ctx);
 int lite_progress_once(struct lite_ctx *ctx, int sleep_ms);
 /* Finish a request (status 0 or negative). */
 void lite_request_finish(struct lite_request *r, int error);
-struct lite_request *lite_request_new(uint8_t kind, uint8_t chan, int peer, uint64_t tag, void *buf,
-                                      size_t len);
+struct lite_request *lite_request_new(struct lite_ctx *ctx, uint8_t kind, uint8_t chan, int peer,
+                                      uint64_t tag, void *buf, size_t len);
 /* True when some peer has been lost (waits that depend on all peers then fail). */
 bool lite_any_peer_lost(const struct lite_ctx *ctx);
 

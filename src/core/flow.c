@@ -102,7 +102,7 @@ static int send_ctrl(struct lite_ctx *ctx, int peer, uint8_t type, const void *p
         return p->lost_code;
     struct lite_request *r = op;
     if (!r) {
-        r = lite_request_new(LITE_REQ_SEND, LITE_CHAN_CTRL, peer, 0, NULL, 0);
+        r = lite_request_new(ctx, LITE_REQ_SEND, LITE_CHAN_CTRL, peer, 0, NULL, 0);
         if (!r)
             return -ENOMEM;
         r->pending_ops = 1;
@@ -115,7 +115,7 @@ static int send_ctrl(struct lite_ctx *ctx, int peer, uint8_t type, const void *p
                              .credits = take_owed(p)};
     int rc = ctx->ops.msg_send(ctx->tp, peer, &h, payload, r);
     if (rc && !op)
-        lite_request_release(r);
+        lite_request_release(ctx, r);
     if (!rc && type == CTRL_FIN)
         ctx->fins_sent++;
     return rc;
@@ -316,7 +316,7 @@ void lite_flow_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_
     lite_put64(rv->msg + 16, (uint64_t)(int64_t)status);
     memcpy(rv->msg + 24, desc.bytes, LITE_RDESC_SIZE);
     /* The CTS goes out through a request of its own; this request waits for FIN. */
-    struct lite_request *cts = lite_request_new(0, LITE_CHAN_CTRL, r->peer, 0, NULL, 0);
+    struct lite_request *cts = lite_request_new(ctx, 0, LITE_CHAN_CTRL, r->peer, 0, NULL, 0);
     int rc = cts ? 0 : -ENOMEM;
     if (cts) {
         cts->pending_ops = 1;
@@ -324,7 +324,7 @@ void lite_flow_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_
         /* The payload lives in r->rndv until FIN, which comes only after the CTS left. */
         rc = send_ctrl(ctx, r->peer, CTRL_CTS, rv->msg, CTS_LEN, cts);
         if (rc)
-            lite_request_release(cts);
+            lite_request_release(ctx, cts);
     }
     if (rc || status) {
         if (rv->mr)
@@ -464,10 +464,10 @@ bool lite_flow_rtr_post(struct lite_ctx *ctx, struct lite_request *r)
         return false;
     struct lite_peer *p = &ctx->peers[r->peer];
     struct lite_rndv *rv = calloc(1, sizeof(*rv));
-    struct lite_request *req = lite_request_new(0, LITE_CHAN_CTRL, r->peer, 0, NULL, 0);
+    struct lite_request *req = lite_request_new(ctx, 0, LITE_CHAN_CTRL, r->peer, 0, NULL, 0);
     if (!rv || !req) {
         free(rv);
-        free(req);
+        lite_request_release(ctx, req);
         return false; /* no memory: the sender will wait; the collective's deadline ends it */
     }
     rv->stage = ST_RTR;
@@ -483,7 +483,7 @@ bool lite_flow_rtr_post(struct lite_ctx *ctx, struct lite_request *r)
     r->rndv = rv;
     req->pending_ops = 1;
     if (send_ctrl(ctx, r->peer, CTRL_RTR, rv->msg, RTR_LEN, req)) {
-        lite_request_release(req);
+        lite_request_release(ctx, req);
         lite_flow_rtr_withdraw(ctx, r);
         return false;
     }

@@ -100,7 +100,7 @@ static int post_one(struct lite_ctx *ctx, struct lite_request *req, struct lite_
 /* Start a batch request; ops are added with post_one; then seal it. */
 static struct lite_request *batch_new(struct lite_ctx *ctx, int peer)
 {
-    struct lite_request *r = lite_request_new(LITE_REQ_RMA, 0, peer, 0, NULL, 0);
+    struct lite_request *r = lite_request_new(ctx, LITE_REQ_RMA, 0, peer, 0, NULL, 0);
     if (r)
         r->pending_ops = 1; /* held until sealed, so early completions cannot finish it */
     return r;
@@ -118,7 +118,7 @@ static int batch_seal(struct lite_ctx *ctx, struct lite_request *r, int rc, lite
     if (--r->pending_ops == 0)
         lite_request_finish(r, r->error);
     if (rc && r->state == LITE_REQ_DONE) {
-        lite_request_release(r);
+        lite_request_release(ctx, r);
         return rc;
     }
     *out = r;
@@ -146,7 +146,7 @@ static int single(struct lite_ctx *ctx, int kind, int peer, lite_mr_t *local, si
                        .imm = imm};
     int rc = post_one(ctx, r, local, remote, NULL, &o);
     if (rc) {
-        lite_request_release(r); /* nothing was posted */
+        lite_request_release(ctx, r); /* nothing was posted */
         return rc;
     }
     r->bytes = len;
@@ -220,7 +220,7 @@ LITE_API int lite_write_paged(lite_ctx_t *ctx, int peer, lite_mr_t *local,
         rc = post_one(ctx, r, local, remote, &ri, &o);
     }
     if (rc && r->pending_ops == 1) {
-        lite_request_release(r);
+        lite_request_release(ctx, r);
         return rc;
     }
     r->bytes = npages * page_size;
@@ -259,7 +259,7 @@ LITE_API int lite_write_scatter(lite_ctx_t *ctx, lite_mr_t *local,
         bytes += e->len;
     }
     if (rc && r->pending_ops == 1) {
-        lite_request_release(r);
+        lite_request_release(ctx, r);
         return rc;
     }
     r->bytes = bytes;

@@ -2,7 +2,8 @@
  * rma_test.c - one-sided writes, reads, paged and scatter writes, ImmCounter, and the target's
  * refusal of bad ops, between every pair of ranks (itself included), bytes checked one by one.
  *
- * Run: litetx-run -n N rma_test   (N = 2..4)
+ * Run: litetx-run -n N rma_test             (N = 2..4)
+ *      litetx-run -n 2 rma_test sustained   (a long stream of 1 MiB writes, rank 0 -> 1)
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -336,10 +337,75 @@ static void security(lite_ctx_t *ctx)
     CHECK_RC(ctx, lite_barrier(ctx, 30000));
 }
 
-int main(void)
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * Rank 0 streams 1 MiB writes with an immediate to rank 1 (64 in flight) for SUSTAIN_S seconds
+ * or SUSTAIN_MAX writes, then sends the count; rank 1 waits for exactly that many immediates
+ * and checks the last write's bytes. Long runs meet what short ones do not: libfabric 1.17's
+ * shm put junk in the op_context of remote-write completions after ~20 000 such writes, which
+ * crashed the target until the backend stopped reading it.
+ */
+#define SUSTAIN_S   3.0
+#define SUSTAIN_MAX 200000L
+#define SUSTAIN_WIN 64
+
+static void sustained(lite_ctx_t *ctx)
+{
+    const size_t len = 1u << 20;
+    const uint32_t imm = 0x5000;
+    if (me == 0) {
+        lite_request_t *w[SUSTAIN_WIN] = {0};
+        long count = 0;
+        double end = now_s() + SUSTAIN_S;
+        mp_fill(src, len, 0, 1, 0x55);
+        while (count < SUSTAIN_MAX && now_s() < end) {
+            int k = (int)(count % SUSTAIN_WIN);
+            if (w[k])
+                CHECK_RC(ctx, lite_wait(ctx, w[k], 60000, NULL));
+            CHECK_RC(ctx, lite_write_imm(ctx, 1, src_mr, 0, &descs[1], 0, len, imm, &w[k]));
+            count++;
+        }
+        for (int k = 0; k < SUSTAIN_WIN; k++)
+            if (w[k])
+                CHECK_RC(ctx, lite_wait(ctx, w[k], 60000, NULL));
+        CHECK_RC(ctx, lite_send(ctx, 1, 1, &count, sizeof(count), 60000));
+        printf("rank 0: %ld writes of 1 MiB in a stream\n", count);
+    } else if (me == 1) {
+        long count = 0;
+        CHECK_RC(ctx, lite_recv(ctx, 0, 1, &count, sizeof(count), NULL, 60000));
+        CHECK(count > 0, "no writes counted");
+        CHECK_RC(ctx, lite_imm_wait(ctx, imm, (uint64_t)count, 60000));
+        uint64_t left = 1;
+        CHECK_RC(ctx, lite_imm_peek(ctx, imm, &left));
+        CHECK(left == 0, "%llu immediates more than the %ld writes", (unsigned long long)left,
+              count);
+        CHECK(mp_verify(win, len, 0, 1, 0x55) < 0, "the streamed bytes are wrong");
+    }
+    CHECK_RC(ctx, lite_barrier(ctx, 60000));
+}
+
+int main(int argc, char **argv)
 {
     lite_ctx_t *ctx = mp_init();
     setup(ctx);
+    if (argc > 1 && !strcmp(argv[1], "sustained")) {
+        CHECK(n == 2, "sustained runs with 2 ranks");
+        sustained(ctx);
+        CHECK_RC(ctx, lite_mr_dereg(ctx, win_mr));
+        CHECK_RC(ctx, lite_mr_dereg(ctx, src_mr));
+        CHECK(lite_finalize(ctx) == 0, "finalize");
+        printf("rank %d: rma sustained ok\n", me);
+        free(win);
+        free(src);
+        free(descs);
+        return 0;
+    }
     writes_all_sizes(ctx);
     reads(ctx);
     paged(ctx);

@@ -111,6 +111,11 @@ static void dispatch(struct lite_transport *t, uint32_t rail, const struct fi_cq
 {
     if ((e->flags & FI_REMOTE_CQ_DATA) && (e->flags & (FI_REMOTE_WRITE | FI_RMA)))
         on_imm(t, rail, e->data, src);
+    /* A peer's write is no op of ours (remote CQ data never consumes a posted receive here),
+     * and its op_context is not ours to read: libfabric 1.17's shm leaves junk there (0x1,
+     * after some 20 000 1 MiB writes with an immediate), which crashed the target. */
+    if (e->flags & (FI_REMOTE_WRITE | FI_REMOTE_READ))
+        return;
     struct efa_ctx *c = e->op_context;
     if (!c)
         return;

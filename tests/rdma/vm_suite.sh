@@ -150,6 +150,7 @@ t p2p.np3 3 150 -- "$MP/p2p_test"
 perf
 t rma.np2 2 150 -- "$MP/rma_test"
 t rma.np3 3 180 -- "$MP/rma_test"
+t rma.sustained 2 120 -- "$MP/rma_test" sustained
 t flow.flood 2 120 -- "$MP/flow_test"
 t fault.missing_rank 2 60 -- "$MP/fault_test" missing_rank
 t fault.rank_exits 3 60 -- "$MP/fault_test" rank_exits

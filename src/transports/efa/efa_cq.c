@@ -153,8 +153,8 @@ static void dispatch_err(struct lite_transport *t, uint32_t rail)
         LITE_DEBUG("%s rank %d rail %u: error completion: %s (%s)", EFA_LOG, t->rank, rail,
                    fi_strerror(e.err),
                    fi_cq_strerror(t->rail[rail].cq, e.prov_errno, e.err_data, NULL, 0));
-    if (!c)
-        return;
+    if (!c || (e.flags & (FI_REMOTE_WRITE | FI_REMOTE_READ)))
+        return; /* a peer's op that failed here: not ours (see dispatch); the peer is told */
     switch (c->kind) {
     case CTX_RX: {
         /* A receive buffer failed (cancelled at close, or a message too long for it, which

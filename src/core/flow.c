@@ -254,7 +254,8 @@ int lite_flow_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *h
             lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d returned more credits than it had", peer);
             return -LITE_ERR_PROTOCOL;
         }
-        drain(ctx, peer);
+        if (p->sendq)
+            drain(ctx, peer);
     }
     if (p->rx_outstanding >= ctx->credits_max) {
         lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d sent beyond its %u credits", peer,

@@ -14,7 +14,8 @@
  * core's buffer is free as soon as the op is posted and FI_MR_LOCAL providers need only the
  * slots registered; what fits the provider's inject size goes with fi_inject and completes at
  * once. Messages to one peer are posted in order; one that meets -FI_EAGAIN waits at the head of
- * the peer's queue and everything behind it waits too.
+ * the peer's queue and everything behind it waits too. A small message with an empty queue in
+ * front of it skips the slot: it is injected from the stack (direct_inject).
  *
  * LARGE PAYLOADS. A core message above eager_max (a rendezvous threshold raised above it) is a
  * BIG header message plus the payload as a tagged message, tag = (sender << 32 | sequence). The
@@ -31,6 +32,7 @@
 #define RX_MAX     8192 /* buffers in the pool at most; the provider buffers the rest */
 #define TX_CHUNK   16   /* send slots allocated (and registered) together */
 #define SLOT_ALIGN 64
+#define DIRECT_MAX 256 /* bytes (header + payload) injected from the stack at most */
 
 static size_t round_up(size_t v, size_t a)
 {
@@ -284,6 +286,43 @@ static void enqueue(struct lite_transport *t, int peer, struct efa_tx *x)
         flush_peer(t, peer); /* latency: post now rather than at the next progress */
 }
 
+/* The wire header of a core message. */
+static struct lite_efa_hdr wire_hdr(const struct lite_transport *t, uint8_t type,
+                                    const struct lite_msg_hdr *hdr, uint32_t seq)
+{
+    return (struct lite_efa_hdr){.type = type,
+                                 .channel = hdr->channel,
+                                 .flags = hdr->flags,
+                                 .credits = hdr->credits,
+                                 .src = (uint32_t)t->rank,
+                                 .seq = seq,
+                                 .tag = hdr->tag,
+                                 .len = hdr->len};
+}
+
+/* A small message with nothing queued before it to the peer goes with fi_inject straight from
+ * the stack: no send slot, no queue (a ping-pong's reply: ~200 instructions fewer per message).
+ * True if it went; false leaves everything as it was (the sequence number too), and the queued
+ * path retries the post, or reports the provider's refusal, as for any message. */
+static bool direct_inject(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
+                          const void *payload, void *op)
+{
+    struct efa_peer *p = &t->peers[peer];
+    uint8_t b[DIRECT_MAX];
+    struct lite_efa_hdr h = wire_hdr(t, LITE_EFA_T_MSG, hdr, p->tx_seq);
+    lite_efa_hdr_encode(&h, b);
+    if (hdr->len)
+        memcpy(b + LITE_EFA_HDR_LEN, payload, hdr->len);
+    if (fi_inject(t->rail[0].ep, b, LITE_EFA_HDR_LEN + hdr->len, t->rail[0].addr[peer]))
+        return false;
+    p->tx_seq++;
+    lite_efa_peer_stuck(t, peer, false);
+    p->last_tx_ns = t->clock_ns;
+    if (op)
+        t->up->send_done(t->core, op, 0);
+    return true;
+}
+
 int lite_efa_msg_send(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
                       const void *payload, void *op)
 {
@@ -293,6 +332,9 @@ int lite_efa_msg_send(struct lite_transport *t, int peer, const struct lite_msg_
     /* Not connected (init failed before connect_all) counts as lost, as on TCP. */
     if (p->dead || p->lost || t->rail[0].addr[peer] == FI_ADDR_NOTAVAIL)
         return -LITE_ERR_PEER_LOST;
+    if (!p->txq && hdr->len <= t->cfg.eager_max && LITE_EFA_HDR_LEN + hdr->len <= DIRECT_MAX &&
+        LITE_EFA_HDR_LEN + hdr->len <= t->inject_size && direct_inject(t, peer, hdr, payload, op))
+        return 0;
     struct efa_tx *x = tx_get(t);
     if (!x)
         return -ENOMEM;
@@ -305,14 +347,7 @@ int lite_efa_msg_send(struct lite_transport *t, int peer, const struct lite_msg_
             return rc;
         }
     }
-    struct lite_efa_hdr h = {.type = big ? LITE_EFA_T_BIG : LITE_EFA_T_MSG,
-                             .channel = hdr->channel,
-                             .flags = hdr->flags,
-                             .credits = hdr->credits,
-                             .src = (uint32_t)t->rank,
-                             .seq = p->tx_seq++,
-                             .tag = hdr->tag,
-                             .len = hdr->len};
+    struct lite_efa_hdr h = wire_hdr(t, big ? LITE_EFA_T_BIG : LITE_EFA_T_MSG, hdr, p->tx_seq++);
     lite_efa_hdr_encode(&h, x->buf);
     x->op = op;
     x->peer = peer;

@@ -108,13 +108,14 @@ struct lite_ctx {
     bool ready;                     /* lite_init completed */
     struct lite_request *req_cache; /* released requests kept for reuse (p2p.c) */
     int req_cached;
-    int64_t spin_ns;       /* how long a wait polls before it sleeps in the backend */
-    bool yield_polls;      /* more ranks on this host than CPUs: yield the CPU after each poll */
-    uint16_t tp_id;        /* hash of the transport name, stamped into remote descriptors */
-    uint32_t credits_max;  /* eager slots granted to each peer */
-    size_t rndv_threshold; /* messages of at least this many bytes go by rendezvous */
-    struct lite_mr **mrs;  /* registered regions by slot */
-    uint32_t *mr_gen;      /* generation per slot, so stale keys are refused */
+    int64_t spin_ns;  /* how long a wait polls before it sleeps in the backend */
+    bool yield_polls; /* more ranks on this host than CPUs: yield the CPU after each poll */
+    uint16_t tp_id;   /* hash of the transport name, stamped into remote descriptors */
+    struct lite_rdesc_memo *rdesc_memo; /* LITE_RDESC_MEMOS entries, allocated on first parse */
+    uint32_t credits_max;               /* eager slots granted to each peer */
+    size_t rndv_threshold;              /* messages of at least this many bytes go by rendezvous */
+    struct lite_mr **mrs;               /* registered regions by slot */
+    uint32_t *mr_gen;                   /* generation per slot, so stale keys are refused */
     uint32_t nmrs;
     struct lite_imm_table imm;
     uint64_t rma_last_len; /* length of the last peer write placed here (lite_imm_wait's policy) */
@@ -195,6 +196,14 @@ struct lite_rdesc_info {
     uint32_t owner;
     uint32_t nrails;
     uint64_t rkey[LITE_MAX_RAILS];
+};
+/* A descriptor parsed before (mr.c): the bytes parse reads (up to its checksum) and the result. */
+#define LITE_RDESC_PARSED 112
+#define LITE_RDESC_MEMOS  8
+struct lite_rdesc_memo {
+    bool valid;
+    uint8_t raw[LITE_RDESC_PARSED];
+    struct lite_rdesc_info info;
 };
 int lite_rdesc_parse(struct lite_ctx *ctx, const lite_rdesc_t *d, int peer,
                      struct lite_rdesc_info *out);

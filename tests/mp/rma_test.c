@@ -261,6 +261,7 @@ static void security(lite_ctx_t *ctx)
     CHECK(rc == -ERANGE, "local bounds check gave %d", rc);
     rc = lite_read(ctx, to, src_mr, 0, &wod[to], 0, 8, &r);
     CHECK(rc == -EACCES, "local access check gave %d", rc);
+    /* (wod[to] was parsed just above, so this also checks the owner on the parse memo's path) */
     rc = lite_write(ctx, (to + 1) % n == to ? to : (to + 1) % n, src_mr, 0, &wod[to], 0, 8, &r);
     CHECK(n == 2 ? rc == 0 || rc == -EINVAL : rc == -EINVAL, "descriptor of another rank: %d", rc);
     if (n == 2 && rc == 0)

@@ -276,6 +276,8 @@ struct lite_transport {
     struct efa_piece *piece_retry, *piece_retry_tail;
     /* one-sided ops finished inside rma_post, reported from the next progress */
     struct efa_rma *rma_later;
+    struct efa_rma *rma_free; /* released op records kept for reuse (efa_rma.c) */
+    uint32_t rma_nfree;
     bool av_is_rank; /* fi_addr == rank on every rail (FI_AV_TABLE in rank order) */
     /* registered regions by core key */
     struct efa_mr *mrtab[EFA_MR_BUCKETS];

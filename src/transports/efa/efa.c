@@ -41,7 +41,7 @@ static int poll_once(struct lite_transport *t)
     n += lite_efa_cq_poll(t);
     if (t->flush_pending)
         n += lite_efa_msg_flush(t);
-    if (t->piece_retry || t->rma_later)
+    if (t->piece_retry || t->rma_later || t->dc_retry)
         n += lite_efa_rma_flush(t);
     if (t->polls_left-- == 0) {
         t->polls_left = TICK_POLLS;
@@ -158,6 +158,8 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
     t->mr_endpoint = (t->mr_mode & FI_MR_ENDPOINT) != 0;
     t->hmem = (info->caps & FI_HMEM) != 0;
     t->inject_size = info->tx_attr->inject_size;
+    /* Batched write acknowledgements rely on the provider placing a peer's writes in order. */
+    t->dc_batch = t->cfg.dc_batch && (info->tx_attr->msg_order & FI_ORDER_RMA_WAW);
     size_t cqd = info->domain_attr->cq_data_size;
     /* The best path the provider allows, unless LITETX_EFA_IMM forces one (a forced path the
      * provider cannot take falls back to the message). */
@@ -195,8 +197,13 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
     t->peers = rc ? NULL : calloc((size_t)t->world, sizeof(*t->peers));
     if (!rc && !t->peers)
         rc = -ENOMEM;
-    for (int p = 0; !rc && p < t->world; p++)
+    for (int p = 0; !rc && p < t->world; p++) {
         t->peers[p].pidfd = t->peers[p].probe_fd = -1;
+        for (uint32_t r = 0; r < LITE_MAX_RAILS; r++) {
+            t->peers[p].dc[r].peer = p;
+            t->peers[p].dc[r].rail = r;
+        }
+    }
     if (!rc)
         rc = lite_efa_msg_init(t);
     if (!rc && t->use_wait) {

@@ -41,6 +41,7 @@ struct efa_cfg {
     int imm;             /* 0 = the best the provider offers, else a forced enum efa_imm_mode */
     bool no_wait_fd;     /* CQs without wait objects: poll, with short naps when idle */
     bool hmem;           /* ask for FI_HMEM (device memory); costs host-memory speed on shm */
+    bool dc_batch;       /* one acknowledgement for a run of writes (LITETX_EFA_DC_BATCH) */
 };
 
 int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len);
@@ -58,11 +59,12 @@ bool lite_efa_sockaddr_format(uint32_t addr_format);
 /* Every operation handed to libfabric carries one of these first, so a completion's
  * op_context leads back to it (FI_CONTEXT/FI_CONTEXT2 providers keep their state in `fi`). */
 enum efa_ctx_kind {
-    CTX_RX = 1,    /* eager receive buffer */
-    CTX_TX = 2,    /* a message (header + inline payload) */
-    CTX_TXBIG = 3, /* the tagged payload of a BIG message */
-    CTX_BIGRX = 4, /* tagged receive of a BIG payload */
-    CTX_PIECE = 5, /* one stripe of a one-sided op */
+    CTX_RX = 1,      /* eager receive buffer */
+    CTX_TX = 2,      /* a message (header + inline payload) */
+    CTX_TXBIG = 3,   /* the tagged payload of a BIG message */
+    CTX_BIGRX = 4,   /* tagged receive of a BIG payload */
+    CTX_PIECE = 5,   /* one stripe of a one-sided op */
+    CTX_DCFLUSH = 6, /* a 0-byte write that confirms the batched writes before it (efa_rma.c) */
 };
 
 struct efa_ctx {
@@ -162,6 +164,24 @@ struct efa_piece {
     void *desc;
     uint32_t rail;
     bool posted;
+    bool dc;                     /* posted with FI_DELIVERY_COMPLETE */
+    uint64_t seq;                /* batched write: its number on (peer, rail); 0 otherwise */
+    struct efa_piece *next_wait; /* sent, waiting for a later write's acknowledgement */
+};
+
+/* Writes to one peer on one rail whose acknowledgements are batched (efa_rma.c): on a
+ * provider that processes writes in order (FI_ORDER_RMA_WAW), a delivery-complete write's
+ * acknowledgement says that every write posted before it is in place too. */
+struct efa_dc {
+    uint64_t posted;                    /* number of the last write posted */
+    uint64_t confirmed;                 /* every write up to this number is in place */
+    uint64_t inflight;                  /* the delivery-complete write on its way (0: none) */
+    struct efa_piece *wait, *wait_tail; /* sent, not yet confirmed, in posting order */
+    uint64_t raddr, rkey;               /* where the last write went: a flush writes 0 bytes */
+    struct efa_ctx flush;               /* context of the 0-byte flush write */
+    int peer;
+    uint32_t rail;
+    bool flush_due; /* the flush met -FI_EAGAIN: progress retries it */
 };
 
 struct efa_rma {
@@ -206,11 +226,12 @@ struct efa_peer {
     int64_t probe_started;
     uint32_t nrails; /* rails usable with this peer: min(ours, theirs) */
     uint32_t tx_seq, rx_seq;
-    struct efa_tx *txq, *txq_tail; /* messages not yet posted, in order */
-    struct efa_tx *inflight;       /* posted, completion due */
-    struct efa_rxbuf *held;        /* arrived ahead of their turn, sorted by seq */
-    struct efa_bigrx *bigrx;       /* a BIG payload being received: later messages wait */
-    struct efa_rma *rma;           /* unfinished one-sided ops */
+    struct efa_tx *txq, *txq_tail;    /* messages not yet posted, in order */
+    struct efa_tx *inflight;          /* posted, completion due */
+    struct efa_rxbuf *held;           /* arrived ahead of their turn, sorted by seq */
+    struct efa_bigrx *bigrx;          /* a BIG payload being received: later messages wait */
+    struct efa_rma *rma;              /* unfinished one-sided ops */
+    struct efa_dc dc[LITE_MAX_RAILS]; /* batched write acknowledgements per rail */
     struct efa_qent *qcache[EFA_QBUCKETS];
     uint32_t next_ack_id;
     /* liveness (efa_peer.c) */
@@ -278,6 +299,8 @@ struct lite_transport {
     struct efa_rma *rma_later;
     struct efa_rma *rma_free; /* released op records kept for reuse (efa_rma.c) */
     uint32_t rma_nfree;
+    bool dc_batch;   /* write acknowledgements batched (cfg.dc_batch and FI_ORDER_RMA_WAW) */
+    bool dc_retry;   /* a flush write waits for the provider (efa_dc.flush_due) */
     bool av_is_rank; /* fi_addr == rank on every rail (FI_AV_TABLE in rank order) */
     /* registered regions by core key */
     struct efa_mr *mrtab[EFA_MR_BUCKETS];
@@ -348,6 +371,8 @@ void lite_efa_msg_peer_failed(struct lite_transport *t, int peer, int code);
 /* efa_rma.c */
 int lite_efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, void *op);
 void lite_efa_piece_done(struct lite_transport *t, struct efa_piece *p, int status);
+/* The 0-byte write that confirms batched writes completed (efa_cq.c dispatches it). */
+void lite_efa_dc_flush_done(struct lite_transport *t, struct efa_ctx *c, int status);
 int lite_efa_rma_flush(struct lite_transport *t);
 /* Control messages of the key protocol and the immediate fallback. */
 void lite_efa_rma_ctl(struct lite_transport *t, int peer, const struct lite_efa_hdr *h,

@@ -135,6 +135,9 @@ static void dispatch(struct lite_transport *t, uint32_t rail, const struct fi_cq
     case CTX_PIECE:
         lite_efa_piece_done(t, (struct efa_piece *)c, 0);
         break;
+    case CTX_DCFLUSH:
+        lite_efa_dc_flush_done(t, c, 0);
+        break;
     default:
         LITE_ERROR("%s rank %d: completion with an unknown context", EFA_LOG, t->rank);
         break;
@@ -181,6 +184,9 @@ static void dispatch_err(struct lite_transport *t, uint32_t rail)
     }
     case CTX_PIECE:
         lite_efa_piece_done(t, (struct efa_piece *)c, code);
+        break;
+    case CTX_DCFLUSH:
+        lite_efa_dc_flush_done(t, c, code);
         break;
     default:
         break;

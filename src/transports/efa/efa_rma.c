@@ -33,6 +33,7 @@
 #include "efa.h"
 
 #define STRIPE_ALIGN  4096
+#define DC_BATCH_MAX  (256 * 1024) /* writes this large always ask for their own acknowledgement */
 #define QREPLY_LEN(n) (32 + 8 * (n))
 
 /* ---- the initiator's cache of confirmed regions ---- */
@@ -162,12 +163,26 @@ static int post_piece(struct lite_transport *t, struct efa_piece *pc)
     uint64_t flags = FI_COMPLETION;
     ssize_t rc;
     if (m->r.kind == LITE_RMA_WRITE) {
-        flags |= FI_DELIVERY_COMPLETE;
+        struct efa_dc *d = &t->peers[m->peer].dc[pc->rail];
+        /* Batched: a write asks for its acknowledgement when none is on its way, or when it
+         * is large enough that one acknowledgement more costs nothing (1 MiB writes on
+         * tcp;ofi_rxm ran ~25 % slower batched). */
+        bool dc = !t->dc_batch || !d->inflight || pc->len >= DC_BATCH_MAX;
+        if (dc)
+            flags |= FI_DELIVERY_COMPLETE;
         if (m->r.has_imm && !m->imm_after) {
             flags |= FI_REMOTE_CQ_DATA;
             msg.data = cq_data(t, m->r.imm);
         }
         rc = fi_writemsg(r->ep, &msg, flags);
+        if (rc == 0 && t->dc_batch) {
+            pc->seq = ++d->posted;
+            pc->dc = dc;
+            if (dc)
+                d->inflight = pc->seq;
+            d->raddr = riov.addr;
+            d->rkey = riov.key;
+        }
     } else {
         rc = fi_readmsg(r->ep, &msg, flags);
     }
@@ -344,7 +359,114 @@ int lite_efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, voi
     return 0;
 }
 
+/* ---- batched write acknowledgements ----
+ *
+ * tcp;ofi_rxm acknowledges a delivery-complete write with a message from the target, and
+ * without the flag a write completes once it is in the socket, which is not what the core's
+ * contract says (in place at the target). The provider places a peer's writes in order
+ * (FI_ORDER_RMA_WAW), so one acknowledgement can speak for every write posted before it on the
+ * same endpoint: a write asks for one only when none is on its way; the others complete
+ * (locally) when sent and wait on the rail's list until an acknowledgement covers them. When an
+ * acknowledgement arrives and sent writes are still uncovered, a 0-byte delivery-complete write
+ * to the last write's place ("flush") asks for the next. A burst of 64 writes thus costs two
+ * acknowledgements instead of 64; a lone write asks for its own, as before. */
+
+static void piece_end(struct lite_transport *t, struct efa_piece *pc, int status);
+
+static void dc_fail_waiting(struct lite_transport *t, struct efa_dc *d, int status)
+{
+    while (d->wait) {
+        struct efa_piece *pc = d->wait;
+        d->wait = pc->next_wait;
+        if (!d->wait)
+            d->wait_tail = NULL;
+        piece_end(t, pc, status);
+    }
+}
+
+/* Post the flush if sent writes are uncovered and no acknowledgement is on its way. */
+static void dc_kick(struct lite_transport *t, struct efa_dc *d)
+{
+    if (!d->wait || d->inflight || t->peers[d->peer].dead)
+        return;
+    struct efa_rail *r = &t->rail[d->rail];
+    /* No local buffer: nothing is read, so no registration has to outlive the last write. */
+    struct fi_rma_iov riov = {.addr = d->raddr, .len = 0, .key = d->rkey};
+    struct fi_msg_rma msg = {.msg_iov = NULL,
+                             .desc = NULL,
+                             .iov_count = 0,
+                             .addr = r->addr[d->peer],
+                             .rma_iov = &riov,
+                             .rma_iov_count = 1,
+                             .context = &d->flush.fi};
+    d->flush.kind = CTX_DCFLUSH;
+    ssize_t rc = fi_writemsg(r->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+    if (rc == -FI_EAGAIN) {
+        d->flush_due = true;
+        t->dc_retry = true;
+        return;
+    }
+    d->flush_due = false;
+    if (rc) {
+        dc_fail_waiting(t, d, lite_efa_err((int)rc));
+        return;
+    }
+    d->inflight = ++d->posted;
+}
+
+/* Every write up to `seq` on this rail is in place: finish the ones that waited for that. */
+static void dc_confirm(struct lite_transport *t, struct efa_dc *d, uint64_t seq)
+{
+    if (seq > d->confirmed)
+        d->confirmed = seq;
+    if (d->inflight && d->inflight <= seq)
+        d->inflight = 0;
+    while (d->wait && d->wait->seq <= d->confirmed) {
+        struct efa_piece *pc = d->wait;
+        d->wait = pc->next_wait;
+        if (!d->wait)
+            d->wait_tail = NULL;
+        piece_end(t, pc, 0);
+    }
+    dc_kick(t, d);
+}
+
+void lite_efa_dc_flush_done(struct lite_transport *t, struct efa_ctx *c, int status)
+{
+    struct efa_dc *d = (struct efa_dc *)((char *)c - offsetof(struct efa_dc, flush));
+    if (status) {
+        d->inflight = 0;
+        dc_fail_waiting(t, d, status);
+        return;
+    }
+    dc_confirm(t, d, d->inflight);
+}
+
+/* A write's or read's completion from the provider. */
 void lite_efa_piece_done(struct lite_transport *t, struct efa_piece *pc, int status)
+{
+    if (pc->seq) {
+        struct efa_dc *d = &t->peers[pc->parent->peer].dc[pc->rail];
+        if (!status && pc->dc) {
+            dc_confirm(t, d, pc->seq);
+        } else if (!status && pc->seq > d->confirmed) {
+            pc->next_wait = NULL;
+            if (d->wait_tail)
+                d->wait_tail->next_wait = pc;
+            else
+                d->wait = pc;
+            d->wait_tail = pc;
+            dc_kick(t, d);
+            return;
+        } else if (status && pc->dc && d->inflight == pc->seq) {
+            d->inflight = 0; /* the rest fail with the connection, or the flush asks again */
+            dc_kick(t, d);
+        }
+    }
+    piece_end(t, pc, status);
+}
+
+static void piece_end(struct lite_transport *t, struct efa_piece *pc, int status)
 {
     struct efa_rma *m = pc->parent;
     if (status && !m->status)
@@ -363,8 +485,12 @@ void lite_efa_piece_done(struct lite_transport *t, struct efa_piece *pc, int sta
         }
     if (m->status) {
         int st = m->status, peer = m->peer;
-        finish(t, m, st, false);
         bool conn = st == -LITE_ERR_PEER_LOST || st == -LITE_ERR_CANCELLED;
+        /* A provider cancels what was on a connection that broke (tcp: FI_ECANCELED): for the
+         * application that is a lost peer, unless this side is closing. */
+        if (st == -LITE_ERR_CANCELLED && !t->closing)
+            st = -LITE_ERR_PEER_LOST;
+        finish(t, m, st, false);
         if (conn && !t->peers[peer].dead && !t->closing)
             lite_efa_peer_fail(t, peer, -LITE_ERR_PEER_LOST, "one-sided op: connection lost");
         return;
@@ -393,6 +519,13 @@ int lite_efa_rma_flush(struct lite_transport *t)
         n++;
         if (m->orphan || rc)
             lite_efa_piece_done(t, pc, m->orphan ? -LITE_ERR_PEER_LOST : lite_efa_err(rc));
+    }
+    if (t->dc_retry) {
+        t->dc_retry = false;
+        for (int p = 0; p < t->world; p++)
+            for (uint32_t r = 0; r < LITE_MAX_RAILS; r++)
+                if (t->peers[p].dc[r].flush_due)
+                    dc_kick(t, &t->peers[p].dc[r]);
     }
     while (t->rma_later) {
         struct efa_rma *m = t->rma_later;
@@ -539,6 +672,11 @@ void lite_efa_rma_peer_failed(struct lite_transport *t, int peer, int code)
         }
         m = nx;
     }
+    /* Writes that were sent but never acknowledged: their ops are orphans now (above). */
+    for (uint32_t r = 0; r < LITE_MAX_RAILS; r++) {
+        p->dc[r].flush_due = false;
+        dc_fail_waiting(t, &p->dc[r], code);
+    }
     for (int b = 0; b < EFA_QBUCKETS; b++)
         while (p->qcache[b])
             qremove(p, p->qcache[b]);
@@ -549,6 +687,8 @@ void lite_efa_qcache_fini(struct lite_transport *t)
     /* Called with the endpoints closed. */
     for (int i = 0; t->peers && i < t->world; i++) {
         struct efa_peer *p = &t->peers[i];
+        for (uint32_t r = 0; r < LITE_MAX_RAILS; r++)
+            p->dc[r].wait = p->dc[r].wait_tail = NULL; /* their ops are released below */
         while (p->rma) {
             struct efa_rma *m = p->rma;
             unlink_op(p, m);

@@ -373,15 +373,21 @@ int lite_efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, voi
 
 static void piece_end(struct lite_transport *t, struct efa_piece *pc, int status);
 
-static void dc_fail_waiting(struct lite_transport *t, struct efa_dc *d, int status)
+static struct efa_piece *dc_pop(struct efa_dc *d)
 {
-    while (d->wait) {
-        struct efa_piece *pc = d->wait;
+    struct efa_piece *pc = d->wait;
+    if (pc) {
         d->wait = pc->next_wait;
         if (!d->wait)
             d->wait_tail = NULL;
-        piece_end(t, pc, status);
     }
+    return pc;
+}
+
+static void dc_fail_waiting(struct lite_transport *t, struct efa_dc *d, int status)
+{
+    for (struct efa_piece *pc; (pc = dc_pop(d));)
+        piece_end(t, pc, status);
 }
 
 /* Post the flush if sent writes are uncovered and no acknowledgement is on its way. */
@@ -421,13 +427,8 @@ static void dc_confirm(struct lite_transport *t, struct efa_dc *d, uint64_t seq)
         d->confirmed = seq;
     if (d->inflight && d->inflight <= seq)
         d->inflight = 0;
-    while (d->wait && d->wait->seq <= d->confirmed) {
-        struct efa_piece *pc = d->wait;
-        d->wait = pc->next_wait;
-        if (!d->wait)
-            d->wait_tail = NULL;
-        piece_end(t, pc, 0);
-    }
+    while (d->wait && d->wait->seq <= d->confirmed)
+        piece_end(t, dc_pop(d), 0);
     dc_kick(t, d);
 }
 

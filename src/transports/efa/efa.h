@@ -179,6 +179,7 @@ struct efa_dc {
     struct efa_piece *wait, *wait_tail; /* sent, not yet confirmed, in posting order */
     uint64_t raddr, rkey;               /* where the last write went: a flush writes 0 bytes */
     struct efa_ctx flush;               /* context of the 0-byte flush write */
+    uint64_t flush_seq;                 /* its number */
     int peer;
     uint32_t rail;
     bool flush_due; /* the flush met -FI_EAGAIN: progress retries it */

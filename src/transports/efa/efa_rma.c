@@ -417,7 +417,7 @@ static void dc_kick(struct lite_transport *t, struct efa_dc *d)
         dc_fail_waiting(t, d, lite_efa_err((int)rc));
         return;
     }
-    d->inflight = ++d->posted;
+    d->inflight = d->flush_seq = ++d->posted;
 }
 
 /* Every write up to `seq` on this rail is in place: finish the ones that waited for that. */
@@ -436,11 +436,13 @@ void lite_efa_dc_flush_done(struct lite_transport *t, struct efa_ctx *c, int sta
 {
     struct efa_dc *d = (struct efa_dc *)((char *)c - offsetof(struct efa_dc, flush));
     if (status) {
-        d->inflight = 0;
+        if (d->inflight == d->flush_seq)
+            d->inflight = 0;
         dc_fail_waiting(t, d, status);
         return;
     }
-    dc_confirm(t, d, d->inflight);
+    /* Its own number: a large write may have asked for another acknowledgement since. */
+    dc_confirm(t, d, d->flush_seq);
 }
 
 /* A write's or read's completion from the provider. */

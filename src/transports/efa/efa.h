@@ -299,7 +299,7 @@ struct lite_transport {
     /* one-sided ops finished inside rma_post, reported from the next progress */
     struct efa_rma *rma_later;
     struct efa_rma *rma_free; /* released op records kept for reuse (efa_rma.c) */
-    uint32_t rma_nfree;
+    int rma_nfree;
     bool dc_batch;   /* write acknowledgements batched (cfg.dc_batch and FI_ORDER_RMA_WAW) */
     bool dc_retry;   /* a flush write waits for the provider (efa_dc.flush_due) */
     bool av_is_rank; /* fi_addr == rank on every rail (FI_AV_TABLE in rank order) */

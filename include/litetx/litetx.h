@@ -149,7 +149,12 @@ typedef struct lite_ctx lite_ctx_t;
  */
 LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out);
 
-/** Finalize: a barrier (bounded by op_timeout_ms), then every resource is released. NULL-safe. */
+/*
+ * lite_finalize - a barrier (bounded by op_timeout_ms, skipped when a peer is already lost),
+ * then every resource is released: registrations, the transport, and every request, including
+ * those the caller never waited for (their handles are invalid afterwards). Operations still in
+ * flight end with the context; buffers must stay valid until this returns. NULL-safe.
+ */
 LITE_API int lite_finalize(lite_ctx_t *ctx);
 
 /** The detail string of the last failed lite_init() in this thread ("" if none). */
@@ -277,7 +282,15 @@ LITE_API int lite_wait(lite_ctx_t *ctx, lite_request_t *req, int timeout_ms, lit
  */
 LITE_API int lite_cancel(lite_ctx_t *ctx, lite_request_t *req);
 
-/** Blocking forms of isend+wait and irecv+wait. *received (may be NULL) gets the length. */
+/*
+ * lite_send, lite_recv - blocking forms of isend+wait and irecv+wait; *received (may be NULL)
+ * gets the length. When the call returns, the library no longer uses `buf`, also after a
+ * timeout. On timeout_ms: a receive no message matched yet, a send still waiting for credit,
+ * and a large send whose receiver has not answered are withdrawn (-ETIMEDOUT; the receiver of
+ * such a send later gets -LITE_ERR_CANCELLED, and the tag counts as used). An operation already
+ * moving bytes (a large message the peer has agreed to, a message half sent) is finished first,
+ * bounded by op_timeout_ms and the peer's liveness, and the call returns its outcome.
+ */
 LITE_API int lite_send(lite_ctx_t *ctx, int peer, uint64_t tag, const void *buf, size_t len,
                        int timeout_ms);
 LITE_API int lite_recv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size_t len,

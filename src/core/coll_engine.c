@@ -751,7 +751,7 @@ int lite_coll_run(struct lite_coll_op *op, int timeout_ms)
 
 int lite_coll_to_request(struct lite_coll_op *op, lite_request_t **req)
 {
-    struct lite_request *r = calloc(1, sizeof(*r));
+    struct lite_request *r = lite_request_alloc(op->ctx);
     if (!r) {
         lite_coll_fail(op, -ENOMEM, "out of memory");
         dispose_failed(op, true);
@@ -779,7 +779,7 @@ static int finish_request(struct lite_ctx *ctx, struct lite_request *req, lite_s
         status->bytes = err ? 0 : op->bytes_out;
         status->error = err;
     }
-    free(req);
+    lite_request_free(ctx, req);
     if (!err) {
         reg_remove(op);
         lite_coll_op_free(op);
@@ -842,8 +842,12 @@ void lite_coll_fini(struct lite_ctx *ctx)
         /* lite_finalize has closed the transport (nothing refers to these transfers any more)
          * and flow.c has let go of its rendezvous lists: release them with their op. */
         for (int i = 0; i < op->npend; i++)
-            if (op->pend[i].r)
+            if (op->pend[i].r) {
+                /* an op never finished (its peer died, or it was not waited for) may still
+                 * have receives posted: p2p_fini must not find them there afterwards */
+                lite_request_unpost(ctx, op->pend[i].r);
                 lite_request_release(ctx, op->pend[i].r);
+            }
         lite_coll_op_free(op);
     }
 }

@@ -212,7 +212,7 @@ LITE_API int lite_finalize(lite_ctx_t *ctx)
          * entered it: its orderly close ends the barrier for us too. */
         if (rc == -ESHUTDOWN)
             rc = 0;
-        lite_mr_fini(ctx);
+        lite_mr_close(ctx);
         ctx->ops.close(ctx->tp);
         ctx->tp = NULL;
     }

@@ -31,6 +31,9 @@ struct lite_request {
     struct lite_request *next;     /* the one list the request is on (posted, send queue, ...) */
     struct lite_rndv *rndv;        /* rendezvous state (large messages), else NULL */
     void *coll;                    /* LITE_REQ_COLL: the collective (coll_engine.c) */
+    /* Every request allocated and not yet freed, cached ones included: lite_finalize frees
+     * those the user never waited for too. Last, so a reused request keeps them (p2p.c). */
+    struct lite_request *all_prev, *all_next;
 };
 
 /* A message that arrived before its receive was posted. */
@@ -107,6 +110,7 @@ struct lite_ctx {
     uint8_t coll_sink;              /* where zero-information messages (barrier tokens) land */
     bool ready;                     /* lite_init completed */
     struct lite_request *req_cache; /* released requests kept for reuse (p2p.c) */
+    struct lite_request *req_all;   /* every allocated request (lite_request.all_next) */
     int req_cached;
     int64_t spin_ns;  /* how long a wait polls before it sleeps in the backend */
     bool yield_polls; /* more ranks on this host than CPUs: yield the CPU after each poll */
@@ -117,6 +121,7 @@ struct lite_ctx {
     struct lite_mr **mrs;               /* registered regions by slot */
     uint32_t *mr_gen;                   /* generation per slot, so stale keys are refused */
     uint32_t nmrs;
+    bool mr_closed; /* lite_finalize deregistered them all: peers' ops are refused */
     struct lite_imm_table imm;
     uint64_t rma_last_len; /* length of the last peer write placed here (lite_imm_wait's policy) */
     uint64_t fins_sent;    /* rendezvous FINs sent: exactly one per large send (tests check it) */
@@ -137,6 +142,11 @@ int lite_post_recv(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, v
 int lite_wait_all(struct lite_ctx *ctx, struct lite_request **reqs, int n, int64_t deadline_ns);
 /* Release a finished (or never posted) request; NULL-safe. The context keeps a few for reuse. */
 void lite_request_release(struct lite_ctx *ctx, struct lite_request *req);
+/* A zeroed request of the context (NULL when out of memory), and its end. */
+struct lite_request *lite_request_alloc(struct lite_ctx *ctx);
+void lite_request_free(struct lite_ctx *ctx, struct lite_request *r);
+/* Take a receive off its peer's posted list, if it is still there (no other effect). */
+void lite_request_unpost(struct lite_ctx *ctx, struct lite_request *r);
 
 /* The upcalls the core gives every backend. */
 extern const struct lite_core_upcalls lite_core_upcalls;
@@ -179,13 +189,19 @@ int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer);
 /* A backend completion for a request in a rendezvous stage: true when flow.c took it. */
 bool lite_flow_send_done(struct lite_ctx *ctx, struct lite_request *r, int status);
 void lite_flow_peer_failed(struct lite_ctx *ctx, int peer, int code);
+/* A blocking call's timeout: 0 when r no longer uses the caller's buffer (r is no longer the
+ * caller's), -EBUSY when bytes are moving. */
+int lite_flow_abandon(struct lite_ctx *ctx, struct lite_request *r);
+/* A wait is about to sleep: return owed credits to peers left without any. */
+void lite_flow_idle(struct lite_ctx *ctx);
 void lite_flow_fini(struct lite_ctx *ctx);
 
 /* One-sided (mr.c, immcounter.c). */
 int lite_mr_target(struct lite_core *core, int peer, uint64_t key, uint64_t offset, uint64_t len,
                    unsigned access, void **addr, void **token);
 void lite_mr_target_done(struct lite_core *core, void *token);
-void lite_mr_fini(struct lite_ctx *ctx);
+void lite_mr_close(struct lite_ctx *ctx); /* before the transport closes */
+void lite_mr_fini(struct lite_ctx *ctx);  /* after */
 void lite_imm_arrived(struct lite_core *core, int peer, uint32_t imm);
 void lite_imm_fini(struct lite_ctx *ctx);
 /* Parse a remote descriptor for an op with `peer`: checks version, checksum, transport, owner. */

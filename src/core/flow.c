@@ -60,6 +60,8 @@ struct lite_rndv {
     int pending;      /* sender, ST_WRITE_FIN: write and FIN not yet complete */
     bool rts_done;    /* sender: the backend finished sending the RTS */
     bool cts_seen;    /* sender: the CTS arrived; `write` is ready */
+    bool cts_ended;   /* sender: the CTS refused or was bad; done (with `status`) once the RTS is */
+    bool abandoned;   /* sender: the caller gave up (lite_flow_abandon): never read its buffer */
     struct lite_tp_rma write;
     uint8_t msg[CTS_LEN]; /* payload of the RTS / CTS / FIN this side sends */
 };
@@ -114,6 +116,10 @@ static int send_ctrl(struct lite_ctx *ctx, int peer, uint8_t type, const void *p
                              .flags = type,
                              .credits = take_owed(p)};
     int rc = ctx->ops.msg_send(ctx->tp, peer, &h, payload, r);
+    if (rc) { /* the credits did not leave: still owed */
+        p->credits_owed += h.credits;
+        p->rx_outstanding += h.credits;
+    }
     if (rc && !op)
         lite_request_release(ctx, r);
     if (!rc && type == CTRL_FIN)
@@ -144,6 +150,32 @@ static int post_now(struct lite_ctx *ctx, struct lite_request *r)
     return rc;
 }
 
+/* Take r off a list if it is there (a backend that failed the peer inside msg_send may have
+ * emptied the list already). */
+static void unlink_req(struct lite_request **head, struct lite_request *r)
+{
+    for (struct lite_request **pp = head; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            r->next = NULL;
+            return;
+        }
+}
+
+/* Post r now. A large send is listed for its CTS before it goes (the answer may come at once)
+ * and unlisted again if it failed or a backend already finished it. */
+static int post_listed(struct lite_ctx *ctx, struct lite_peer *p, struct lite_request *r)
+{
+    if (r->rndv) {
+        r->next = p->rndv_send;
+        p->rndv_send = r;
+    }
+    int rc = post_now(ctx, r);
+    if (r->rndv && (rc || r->state == LITE_REQ_DONE))
+        unlink_req(&p->rndv_send, r);
+    return rc;
+}
+
 /* Send what waits for credit, in order, as far as the credit goes. */
 static void drain(struct lite_ctx *ctx, int peer)
 {
@@ -154,16 +186,8 @@ static void drain(struct lite_ctx *ctx, int peer)
         if (!p->sendq)
             p->sendq_tail = NULL;
         r->next = NULL;
-        if (r->rndv) {
-            r->next = p->rndv_send;
-            p->rndv_send = r;
-        }
-        int rc = post_now(ctx, r);
+        int rc = post_listed(ctx, p, r);
         if (rc) {
-            if (r->rndv) {
-                p->rndv_send = r->next;
-                r->next = NULL;
-            }
             lite_fail(ctx, rc, "queued send to rank %d failed: %s", peer, lite_strerror(rc));
             lite_request_finish(r, rc);
         }
@@ -237,12 +261,7 @@ int lite_flow_send(struct lite_ctx *ctx, struct lite_request *r)
         p->sendq_tail = r;
         return 0;
     }
-    int rc = post_now(ctx, r);
-    if (rc == 0 && r->rndv) {
-        r->next = p->rndv_send;
-        p->rndv_send = r;
-    }
-    return rc;
+    return post_listed(ctx, p, r);
 }
 
 int lite_flow_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr)
@@ -283,6 +302,21 @@ void lite_flow_freed(struct lite_ctx *ctx, int peer)
     /* Return credit explicitly once half the window is owed and no message carried it. */
     if (p->credits_owed >= ctx->credits_max / 2 && !p->lost)
         send_ctrl(ctx, peer, CTRL_CREDIT, NULL, 0, NULL);
+}
+
+/* A wait is about to sleep: return what we owe to a peer that has no credit left. Credits go
+ * back on their own only at half the window; receives may take a peer's messages in any tag
+ * order, so a receiver can owe fewer than half while the rest of the window sits unexpected
+ * here, and the sender's next message, the one we wait for, would wait for a credit that
+ * never comes. */
+void lite_flow_idle(struct lite_ctx *ctx)
+{
+    for (int i = 0; i < ctx->s.world_size; i++) {
+        struct lite_peer *p = &ctx->peers[i];
+        if (p->credits_owed && p->rx_outstanding >= ctx->credits_max && !p->lost &&
+            i != ctx->s.rank)
+            send_ctrl(ctx, i, CTRL_CREDIT, NULL, 0, NULL);
+    }
 }
 
 /* ---- rendezvous, receiver side ---- */
@@ -568,6 +602,33 @@ int lite_flow_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_h
     return 0;
 }
 
+/* An abandoned send (lite_flow_abandon) got its CTS: a FIN that cancels, so the receiver's
+ * receive fails instead of waiting; the request goes when the FIN has left. */
+static void cancel_fin(struct lite_ctx *ctx, struct lite_request *r)
+{
+    struct lite_rndv *rv = r->rndv;
+    rv->stage = ST_FIN;
+    rv->status = -LITE_ERR_CANCELLED;
+    lite_put64(rv->msg, rv->peer_id);
+    lite_put64(rv->msg + 8, (uint64_t)(int64_t)-LITE_ERR_CANCELLED);
+    lite_put64(rv->msg + 16, 0);
+    if (send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r))
+        lite_request_release(ctx, r);
+}
+
+/* The answer to our RTS ends the send without a write. While the backend still owns the RTS
+ * (some report its completion after the answer, and a hostile peer can answer one still
+ * queued) the request is not finished yet: lite_flow_send_done finishes it. */
+static void cts_end(struct lite_request *r, int status)
+{
+    if (r->rndv->rts_done) {
+        lite_request_finish(r, status);
+        return;
+    }
+    r->rndv->status = status;
+    r->rndv->cts_ended = true;
+}
+
 int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
 {
     struct lite_peer *p = &ctx->peers[peer];
@@ -589,7 +650,7 @@ int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
         if (status) {
             /* The receiver refused (too short a buffer): the message is delivered as
              * truncated there; for the sender it is done. */
-            lite_request_finish(r, 0);
+            cts_end(r, 0);
             break;
         }
         struct lite_rdesc_info ri;
@@ -599,7 +660,7 @@ int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
         if (!rc && ri.len < r->len)
             rc = -LITE_ERR_PROTOCOL;
         if (rc) {
-            lite_request_finish(r, -LITE_ERR_PROTOCOL);
+            cts_end(r, -LITE_ERR_PROTOCOL);
             return -LITE_ERR_PROTOCOL;
         }
         rv->write = (struct lite_tp_rma){.kind = LITE_RMA_WRITE,
@@ -613,6 +674,14 @@ int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
                                          .nrails = ri.nrails,
                                          .remote_trusted = true};
         memcpy(rv->write.rkey, ri.rkey, sizeof(rv->write.rkey));
+        if (rv->abandoned) {
+            /* The caller gave up on this send: the receiver's receive fails instead. */
+            if (rv->rts_done)
+                cancel_fin(ctx, r);
+            else
+                rv->cts_ended = true; /* the RTS's completion sends it */
+            break;
+        }
         rv->cts_seen = true;
         /* Some backends report the RTS's own completion after the answer: wait for both. */
         if (rv->rts_done)
@@ -656,12 +725,19 @@ bool lite_flow_send_done(struct lite_ctx *ctx, struct lite_request *r, int statu
         if (status) {
             struct lite_peer *p = &ctx->peers[r->peer];
             take_by_id(&p->rndv_send, rv->id);
-            lite_request_finish(r, status);
+            if (rv->abandoned)
+                lite_request_release(ctx, r); /* nobody holds it any more */
+            else
+                lite_request_finish(r, status);
             return true;
         }
         rv->rts_done = true;
         if (rv->cts_seen)
             start_write(ctx, r);
+        else if (rv->cts_ended && rv->abandoned)
+            cancel_fin(ctx, r);
+        else if (rv->cts_ended)
+            lite_request_finish(r, rv->status);
         return true;
     }
     if (rv->stage == ST_WRITE) {
@@ -687,12 +763,60 @@ bool lite_flow_send_done(struct lite_ctx *ctx, struct lite_request *r, int statu
         return true;
     }
     if (rv->stage == ST_FIN) {
+        if (rv->abandoned) { /* nobody holds it any more */
+            lite_request_release(ctx, r);
+            return true;
+        }
         if (status == 0)
             r->bytes = r->len;
         lite_request_finish(r, rv->status ? rv->status : status);
         return true;
     }
     return false;
+}
+
+/* A blocking call timed out on r: end r's use of the caller's buffer without waiting for the
+ * peer where that can be done. Returns 0 when the buffer is the caller's again (r released, or
+ * kept by the library and never touching the buffer), -EBUSY when bytes are moving (the caller
+ * waits for r to end). */
+int lite_flow_abandon(struct lite_ctx *ctx, struct lite_request *r)
+{
+    struct lite_peer *p = &ctx->peers[r->peer];
+    struct lite_rndv *rv = r->rndv;
+    if (r->kind == LITE_REQ_SEND) {
+        for (struct lite_request *q = p->sendq, *prev = NULL; q; prev = q, q = q->next) {
+            if (q != r)
+                continue;
+            /* still waiting for credit: nothing has left */
+            if (prev)
+                prev->next = r->next;
+            else
+                p->sendq = r->next;
+            if (p->sendq_tail == r)
+                p->sendq_tail = prev;
+            lite_request_release(ctx, r);
+            return 0;
+        }
+        if (rv && rv->stage == ST_RTS && !rv->cts_seen && !rv->cts_ended) {
+            rv->abandoned = true; /* the CTS, if one comes, gets a FIN that cancels */
+            return 0;
+        }
+        return -EBUSY;
+    }
+    if (r->kind != LITE_REQ_RECV)
+        return -EBUSY;
+    if (r->waiting_on) {
+        /* matched to a message still arriving into our own staging: it stays unexpected, for
+         * a later receive of that tag */
+        r->waiting_on->claimed = NULL;
+        r->waiting_on = NULL;
+        lite_request_release(ctx, r);
+        return 0;
+    }
+    /* A rendezvous whose CTS went out (ST_CTS) waits: withdrawing the registration would make
+     * the sender's write fail, and on some providers (tcp;ofi_rxm) a write to a closed key
+     * breaks the whole connection. The sender writes as soon as it progresses. */
+    return -EBUSY;
 }
 
 /* Internal control requests (kind 0) are released when the backend is done with them. */

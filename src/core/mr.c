@@ -42,7 +42,7 @@ static uint16_t transport_id(const char *name)
 static struct lite_mr *lookup(struct lite_ctx *ctx, uint64_t key)
 {
     uint32_t slot = (uint32_t)key;
-    if (slot == 0 || slot > ctx->nmrs)
+    if (slot == 0 || slot > ctx->nmrs || ctx->mr_closed)
         return NULL;
     struct lite_mr *mr = ctx->mrs[slot - 1];
     return mr && mr->key == key ? mr : NULL;
@@ -133,15 +133,23 @@ LITE_API int lite_mr_dereg(lite_ctx_t *ctx, lite_mr_t *mr)
     return rc;
 }
 
+/* Before the transport closes: deregister every region (providers want their MRs closed
+ * before the domain) and stop accepting peers' ops into them, but keep the records: a closing
+ * transport may still finish a peer's op that was placing data and hand its token back. */
+void lite_mr_close(struct lite_ctx *ctx)
+{
+    for (uint32_t i = 0; i < ctx->nmrs && !ctx->mr_closed; i++)
+        if (ctx->mrs[i] && ctx->tp)
+            ctx->ops.mr_dereg(ctx->tp, ctx->mrs[i]->keys.handle);
+    ctx->mr_closed = true;
+}
+
+/* After the transport closed: nothing refers to the records any more. */
 void lite_mr_fini(struct lite_ctx *ctx)
 {
-    for (uint32_t i = 0; i < ctx->nmrs; i++) {
-        if (ctx->mrs[i]) {
-            if (ctx->tp)
-                ctx->ops.mr_dereg(ctx->tp, ctx->mrs[i]->keys.handle);
-            free(ctx->mrs[i]);
-        }
-    }
+    lite_mr_close(ctx);
+    for (uint32_t i = 0; i < ctx->nmrs; i++)
+        free(ctx->mrs[i]);
     free(ctx->mrs);
     free(ctx->mr_gen);
     free(ctx->rdesc_memo);
@@ -237,32 +245,13 @@ LITE_API int lite_mr_exchange(lite_ctx_t *ctx, const lite_mr_t *mr, lite_rdesc_t
 {
     if (!ctx || !descs)
         return -EINVAL;
-    int n = ctx->s.world_size, me = ctx->s.rank;
-    int64_t deadline =
-        lite_deadline_ns(timeout_ms == LITE_TIMEOUT_DEFAULT ? ctx->s.op_timeout_ms : timeout_ms);
-    memset(&descs[me], 0, sizeof(descs[me]));
+    lite_rdesc_t mine;
+    memset(&mine, 0, sizeof(mine));
     if (mr)
-        pack(ctx, mr, &descs[me]);
-    uint64_t tag = lite_coll_tag(ctx->coll_seq++, 0);
-    struct lite_request **reqs = calloc(2 * (size_t)n, sizeof(*reqs));
-    if (!reqs)
-        return lite_fail(ctx, -ENOMEM, "mr_exchange: out of memory");
-    int rc = 0;
-    for (int p = 0; p < n && !rc; p++) {
-        if (p == me)
-            continue;
-        rc = lite_post_recv(ctx, LITE_CHAN_COLL, p, tag, &descs[p], sizeof(descs[p]), &reqs[2 * p]);
-        if (!rc)
-            rc = lite_post_send(ctx, LITE_CHAN_COLL, p, tag, &descs[me], sizeof(descs[me]),
-                                &reqs[2 * p + 1]);
-    }
-    if (!rc)
-        rc = lite_wait_all(ctx, reqs, 2 * n, deadline);
-    for (int i = 0; i < 2 * n; i++)
-        if (reqs[i])
-            lite_cancel(ctx, reqs[i]);
-    free(reqs);
-    return rc;
+        pack(ctx, mr, &mine);
+    /* An allgather, so it takes its turn among the collectives in flight (a non-blocking one
+     * started before it keeps its place). */
+    return lite_allgather(ctx, &mine, descs, sizeof(mine), LITE_U8, timeout_ms);
 }
 
 /* ---- target side of emulated one-sided ops ---- */

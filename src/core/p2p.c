@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,17 +37,41 @@ void lite_request_finish(struct lite_request *r, int error)
 #define REQ_CACHE_MAX 64
 #endif
 
+struct lite_request *lite_request_alloc(struct lite_ctx *ctx)
+{
+    struct lite_request *r = calloc(1, sizeof(*r));
+    if (r) {
+        r->all_next = ctx->req_all;
+        if (ctx->req_all)
+            ctx->req_all->all_prev = r;
+        ctx->req_all = r;
+    }
+    return r;
+}
+
+void lite_request_free(struct lite_ctx *ctx, struct lite_request *r)
+{
+    if (r->all_prev)
+        r->all_prev->all_next = r->all_next;
+    else
+        ctx->req_all = r->all_next;
+    if (r->all_next)
+        r->all_next->all_prev = r->all_prev;
+    free(r);
+}
+
 void lite_request_release(struct lite_ctx *ctx, struct lite_request *req)
 {
     if (!req)
         return;
     free(req->rndv);
+    req->rndv = NULL;
     if (ctx->req_cached < REQ_CACHE_MAX) {
         req->next = ctx->req_cache;
         ctx->req_cache = req;
         ctx->req_cached++;
     } else {
-        free(req);
+        lite_request_free(ctx, req);
     }
 }
 
@@ -65,13 +90,14 @@ struct lite_request *lite_request_new(struct lite_ctx *ctx, uint8_t kind, uint8_
     if (r) {
         ctx->req_cache = r->next;
         ctx->req_cached--;
-    } else if (!(r = malloc(sizeof(*r)))) {
+    } else if (!(r = lite_request_alloc(ctx))) {
         return NULL;
     }
-    /* A copy of a blank request, then the fields: GCC zeroes a compound literal of this size
-     * with `rep stos`, whose start-up costs more than the plain stores of a copy. */
+    /* A copy of a blank request (up to the links of the context's list), then the fields: GCC
+     * zeroes a compound literal of this size with `rep stos`, whose start-up costs more than
+     * the plain stores of a copy. */
     static const struct lite_request blank = {.state = LITE_REQ_POSTED};
-    memcpy(r, &blank, sizeof(*r));
+    memcpy(r, &blank, offsetof(struct lite_request, all_prev));
     r->kind = kind;
     r->channel = chan;
     r->peer = peer;
@@ -119,6 +145,17 @@ static void append_posted(struct lite_peer *p, struct lite_request *r)
     while (*pp)
         pp = &(*pp)->next;
     *pp = r;
+}
+
+void lite_request_unpost(struct lite_ctx *ctx, struct lite_request *r)
+{
+    if (r->kind != LITE_REQ_RECV || r->peer < 0 || r->peer >= ctx->s.world_size)
+        return;
+    struct lite_request **pp = &ctx->peers[r->peer].posted[r->channel];
+    while (*pp && *pp != r)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = r->next;
 }
 
 static void append_unexp(struct lite_peer *p, struct lite_unexp *u)
@@ -481,6 +518,8 @@ int lite_post_recv(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, v
 /* One round of progress: poll the backend, or sleep in it up to sleep_ms. */
 int lite_progress_once(struct lite_ctx *ctx, int sleep_ms)
 {
+    if (sleep_ms > 0)
+        lite_flow_idle(ctx);
     int rc = ctx->ops.progress(ctx->tp, sleep_ms);
     if (sleep_ms == 0 && ctx->yield_polls)
         sched_yield(); /* oversubscribed host: let a rank with work run */
@@ -548,11 +587,13 @@ void lite_p2p_fini(struct lite_ctx *ctx)
             }
         }
     }
-    while (ctx->req_cache) { /* last: everything above released its requests here */
-        struct lite_request *r = ctx->req_cache;
-        ctx->req_cache = r->next;
-        free(r);
+    /* Last: the cached requests, and those the user never waited for (their handles end with
+     * the context, as lite_finalize documents). */
+    while (ctx->req_all) {
+        free(ctx->req_all->rndv);
+        lite_request_free(ctx, ctx->req_all);
     }
+    ctx->req_cache = NULL;
     ctx->req_cached = 0;
 }
 
@@ -672,15 +713,38 @@ LITE_API int lite_cancel(lite_ctx_t *ctx, lite_request_t *req)
     }
     if (req->kind != LITE_REQ_RECV || req->state != LITE_REQ_POSTED)
         return lite_fail(ctx, -EBUSY, "cancel: the request is already moving data");
-    struct lite_peer *p = &ctx->peers[req->peer];
-    struct lite_request **pp = &p->posted[req->channel];
-    while (*pp && *pp != req)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = req->next;
+    lite_request_unpost(ctx, req);
     lite_flow_rtr_withdraw(ctx, req);
     lite_request_release(ctx, req);
     return 0;
+}
+
+/* A blocking send or receive timed out. The caller's buffer must be theirs again when the call
+ * returns: withdraw what has not started; what is moving bytes is waited for (bounded by the
+ * op timeout and by the peer's liveness), and then its outcome is the call's. */
+static int give_up(struct lite_ctx *ctx, struct lite_request *r, lite_status_t *st)
+{
+    char detail[sizeof(ctx->last_error)];
+    memcpy(detail, ctx->last_error, sizeof(detail));
+    if (r->state == LITE_REQ_POSTED && r->kind == LITE_REQ_RECV) {
+        lite_cancel(ctx, r);
+        return -ETIMEDOUT;
+    }
+    if (r->state != LITE_REQ_DONE && lite_flow_abandon(ctx, r) == 0) {
+        memcpy(ctx->last_error, detail, sizeof(detail));
+        return -ETIMEDOUT;
+    }
+    int rc = lite_wait(ctx, r, ctx->s.op_timeout_ms, st);
+    if (rc == -ETIMEDOUT)
+        LITE_ERROR("rank %d: %s rank %d (tag %#llx) still moves bytes after its timeout; its "
+                   "buffer stays in use until it ends",
+                   ctx->s.rank, r->kind == LITE_REQ_SEND ? "send to" : "recv from", r->peer,
+                   (unsigned long long)r->tag);
+    else if (rc == 0)
+        LITE_INFO("rank %d: %s rank %d (tag %#llx) ended after its timeout, with its data",
+                  ctx->s.rank, r->kind == LITE_REQ_SEND ? "send to" : "recv from", r->peer,
+                  (unsigned long long)r->tag);
+    return rc;
 }
 
 LITE_API int lite_send(lite_ctx_t *ctx, int peer, uint64_t tag, const void *buf, size_t len,
@@ -693,7 +757,7 @@ LITE_API int lite_send(lite_ctx_t *ctx, int peer, uint64_t tag, const void *buf,
         return rc;
     rc = lite_wait(ctx, r, timeout_ms, NULL);
     if (rc == -ETIMEDOUT)
-        lite_cancel(ctx, r); /* -EBUSY: the backend still owns it; the peer's loss frees it */
+        rc = give_up(ctx, r, NULL);
     return rc;
 }
 
@@ -707,7 +771,7 @@ LITE_API int lite_recv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size_
         return rc;
     rc = lite_wait(ctx, r, timeout_ms, &st);
     if (rc == -ETIMEDOUT)
-        lite_cancel(ctx, r);
+        rc = give_up(ctx, r, &st);
     if (received)
         *received = rc ? 0 : st.bytes;
     return rc;

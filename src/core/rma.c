@@ -198,9 +198,14 @@ LITE_API int lite_write_paged(lite_ctx_t *ctx, int peer, lite_mr_t *local,
     }
     struct lite_rdesc_info ri;
     int rc = 0;
-    if (npages && remote && peer >= 0 && peer < ctx->s.world_size &&
-        (rc = lite_rdesc_parse(ctx, remote, peer, &ri)))
+    bool parsed = npages && remote && peer >= 0 && peer < ctx->s.world_size;
+    if (parsed && (rc = lite_rdesc_parse(ctx, remote, peer, &ri)))
         return rc;
+    for (size_t i = 0; parsed && i < npages; i++)
+        if ((uint64_t)dst_pages[i] * page_size + page_size > ri.len)
+            return lite_fail(ctx, -ERANGE,
+                             "write_paged: destination page %u is outside the remote region",
+                             dst_pages[i]);
     struct lite_request *r = batch_new(ctx, peer);
     if (!r)
         return lite_fail(ctx, -ENOMEM, "write_paged: out of memory");

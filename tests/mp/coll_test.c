@@ -536,6 +536,24 @@ static void nonblocking_cases(void)
     }
     for (int i = 0; i < MANY; i++)
         CHECK(mo[i] == (uint32_t)(i * 1000 * g_n + g_n * (g_n - 1) / 2), "many[%d] = %u", i, mo[i]);
+    /* lite_mr_exchange is a collective too: one started while a non-blocking allreduce is in
+     * flight takes its turn after it (it used to jump the queue, and the allreduce's later
+     * messages then failed the tag order) */
+    gen(a_in, count, LITE_F32, LITE_SUM, g_me, id_a); /* the in-place run above changed it */
+    CHECK_RC(g_ctx, lite_iallreduce(g_ctx, a_in, a_out, count, LITE_F32, LITE_SUM, &r[0]));
+    lite_mr_t *xmr;
+    lite_rdesc_t *xd = calloc((size_t)g_n, sizeof(*xd));
+    CHECK(xd, "oom");
+    CHECK_RC(g_ctx, lite_mr_reg(g_ctx, c_in, 1031, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &xmr));
+    CHECK_RC(g_ctx, lite_mr_exchange(g_ctx, xmr, xd, 60000));
+    CHECK_RC(g_ctx, lite_wait(g_ctx, r[0], 60000, NULL));
+    expect_same(a_out, a_ref, count, LITE_F32, "iallreduce around mr_exchange");
+    for (int p = 0; p < g_n; p++) {
+        static const lite_rdesc_t zero;
+        CHECK(memcmp(&xd[p], &zero, sizeof(zero)) != 0, "no descriptor from rank %d", p);
+    }
+    CHECK_RC(g_ctx, lite_mr_dereg(g_ctx, xmr));
+    free(xd);
     /* barrier and ibarrier meet */
     if (g_me == 0) {
         CHECK_RC(g_ctx, lite_barrier(g_ctx, 60000));

@@ -6,8 +6,17 @@
  *                      operations with it fail with -LITE_ERR_PEER_LOST, and they still talk
  *   writes_to_lost     rank 1 of 2 exits while 64 writes of rank 0 to it are on their way: each
  *                      ends done or with -LITE_ERR_PEER_LOST, none hangs, finalize works
- *   garbage_transport  rank 1 sends garbage and forged frames to rank 0's transport port; rank 0
- *                      refuses each connection and keeps working
+ *   finalize_inflight  4 ranks: rank 1 finalizes while its 64 MiB write to rank 0 is still
+ *                      arriving, and rank 0's finalize (its barrier does not wait for rank 1)
+ *                      closes under it once the first bytes landed: no byte of state is used after
+ * it is freed (the sanitizer build checks), every rank's finalize ends coll_pending_lost  3 ranks:
+ * ranks 0 and 1 start a non-blocking allreduce that rank 2 never joins; rank 2 exits; they finalize
+ * without waiting for it: the op's requests are released once, finalize ends timeouts           2
+ * ranks, blocking calls that time out: a large receive whose sender answers late returns with the
+ * data (never written after it returned); a large send nobody receives in time returns -ETIMEDOUT
+ * and the later receive fails with -LITE_ERR_CANCELLED, not with bytes read from a buffer the
+ * caller had back; a send queued for credit leaves nothing garbage_transport  rank 1 sends garbage
+ * and forged frames to rank 0's transport port; rank 0 refuses each connection and keeps working
  *   garbage_root       rank 1 sends garbage to the bootstrap root before joining; init still works
  */
 #include <arpa/inet.h>
@@ -177,6 +186,156 @@ static void writes_to_lost(lite_ctx_t *ctx)
            done, WRITES - done, took);
 }
 
+static void finalize_inflight(lite_ctx_t *ctx)
+{
+    int me = lite_rank(ctx);
+    CHECK(lite_world_size(ctx) == 4, "needs 4 ranks");
+    const size_t len = 64u << 20;
+    uint8_t *region = me < 2 ? calloc(1, len) : malloc(1);
+    CHECK(region, "oom");
+    if (me == 1)
+        memset(region, 0xa5, len);
+    lite_mr_t *mr;
+    lite_rdesc_t descs[4];
+    CHECK_RC(ctx, lite_mr_reg(ctx, region, me < 2 ? len : 1, LITE_MEM_HOST,
+                              LITE_ACCESS_REMOTE_WRITE, &mr));
+    CHECK_RC(ctx, lite_mr_exchange(ctx, mr, descs, 30000));
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    if (me == 1) {
+        lite_request_t *w; /* never waited for: finalize must cope */
+        CHECK_RC(ctx, lite_write(ctx, 0, mr, 0, &descs[0], 0, len, &w));
+    }
+    /* Rank 0 finalizes once the write has started to land. The dissemination barrier of 4
+     * ranks has it hear from ranks 3 and 2 only, so it closes while the rest still arrives. */
+    double until = now_s() + 20;
+    while (me == 0 && *(volatile uint8_t *)region != 0xa5 && now_s() < until)
+        CHECK(lite_progress(ctx) >= 0, "progress: %s", lite_last_error(ctx));
+    int rc = lite_finalize(ctx);
+    CHECK(rc == 0 || rc == -LITE_ERR_PEER_LOST || rc == -ESHUTDOWN, "finalize: %d (%s)", rc,
+          lite_strerror(rc));
+    size_t landed = 0;
+    for (size_t i = 0; me == 0 && i < len; i++)
+        landed += region[i] == 0xa5;
+    free(region);
+    printf("rank %d: finalize ended (%d), %zu bytes landed\n", me, rc, landed);
+}
+
+static void coll_pending_lost(lite_ctx_t *ctx)
+{
+    int me = lite_rank(ctx);
+    CHECK(lite_world_size(ctx) == 3, "needs 3 ranks");
+    uint8_t b[8];
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    if (me == 2) {
+        for (int peer = 0; peer < 2; peer++) /* both started their allreduce */
+            CHECK_RC(ctx, lite_recv(ctx, peer, 1, b, 1, NULL, 30000));
+        _exit(0);
+    }
+    enum { COUNT = 1 << 20 };
+    float *in = calloc(COUNT, sizeof(float)), *out = calloc(COUNT, sizeof(float));
+    CHECK(in && out, "oom");
+    lite_request_t *coll;
+    CHECK_RC(ctx, lite_iallreduce(ctx, in, out, COUNT, LITE_F32, LITE_SUM, &coll));
+    CHECK_RC(ctx, lite_send(ctx, 2, 1, b, 1, 30000));
+    int rc = lite_recv(ctx, 2, 2, b, 1, NULL, 20000);
+    CHECK(rc == -LITE_ERR_PEER_LOST, "recv from the lost rank gave %d (%s)", rc, lite_strerror(rc));
+    rc = lite_finalize(ctx); /* the allreduce never waited for */
+    CHECK(rc == 0 || rc == -LITE_ERR_PEER_LOST, "finalize: %d (%s)", rc, lite_strerror(rc));
+    free(in);
+    free(out);
+    printf("rank %d: finalize with a pending allreduce ended (%d)\n", me, rc);
+}
+
+static void timeouts(lite_ctx_t *ctx)
+{
+    int me = lite_rank(ctx);
+    CHECK(lite_world_size(ctx) == 2, "needs 2 ranks");
+    const size_t big = 1u << 20; /* above the rendezvous threshold */
+    uint8_t *buf = malloc(big), sync = 0;
+    CHECK(buf, "oom");
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+
+    /* 1. Rank 0's large receive times out while rank 1 sleeps after announcing its send: the
+     *    write is already agreed (CTS), so the call waits for it and returns the data. */
+    if (me == 1) {
+        mp_fill(buf, big, 1, 0, 1);
+        lite_request_t *s;
+        CHECK_RC(ctx, lite_isend(ctx, 0, 1, buf, big, &s));
+        usleep(800 * 1000); /* no progress: the CTS waits here */
+        CHECK_RC(ctx, lite_wait(ctx, s, 30000, NULL));
+    } else {
+        memset(buf, 0, big);
+        size_t got = 0;
+        double t0 = now_s();
+        int rc = lite_recv(ctx, 1, 1, buf, big, &got, 200);
+        double took = now_s() - t0;
+        CHECK(rc == 0 && got == big, "late large receive: %d (%s), %zu bytes after %.2f s", rc,
+              lite_strerror(rc), got, took);
+        CHECK(mp_verify(buf, big, 1, 0, 1) < 0, "late large receive corrupted");
+        printf("rank 0: a large receive past its timeout returned its data after %.2f s\n", took);
+    }
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+
+    /* 2. Rank 0's large send times out before rank 1 posts the receive; rank 0 then reuses its
+     *    buffer. The receive posted later fails with -LITE_ERR_CANCELLED. */
+    if (me == 0) {
+        mp_fill(buf, big, 0, 1, 2);
+        int rc = lite_send(ctx, 1, 2, buf, big, 200);
+        CHECK(rc == -ETIMEDOUT, "large send nobody receives: %d (%s)", rc, lite_strerror(rc));
+        memset(buf, 0xee, big); /* the caller's again */
+        CHECK_RC(ctx, lite_send(ctx, 1, 3, &sync, 1, 30000));
+        CHECK_RC(ctx, lite_recv(ctx, 1, 4, &sync, 1, NULL, 30000)); /* progress meanwhile */
+    } else {
+        CHECK_RC(ctx, lite_recv(ctx, 0, 3, &sync, 1, NULL, 30000));
+        memset(buf, 0, big);
+        int rc = lite_recv(ctx, 0, 2, buf, big, NULL, 30000);
+        CHECK(rc == -LITE_ERR_CANCELLED, "receive of the abandoned send: %d (%s)", rc,
+              lite_strerror(rc));
+        CHECK_RC(ctx, lite_send(ctx, 0, 4, &sync, 1, 30000));
+        printf("rank 1: the receive of a send given up on failed with: %s\n", lite_strerror(rc));
+    }
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+
+    /* 3. Rank 0 fills rank 1's window with small sends while rank 1 is busy elsewhere; one
+     *    more, blocking, waits for credit and times out: it must never arrive. */
+    int credits = getenv("LITETX_CREDITS") ? atoi(getenv("LITETX_CREDITS")) : 64;
+    lite_request_t **w = calloc((size_t)credits + 1, sizeof(*w));
+    uint32_t *v = calloc((size_t)credits + 1, sizeof(*v));
+    CHECK(w && v, "oom");
+    if (me == 0) {
+        int queued = -1;
+        for (int i = 0; i < credits + 1 && queued < 0; i++) {
+            v[i] = (uint32_t)i;
+            /* the first send that has to wait for credit times out */
+            int rc = lite_send(ctx, 1, 100 + (uint64_t)i, &v[i], sizeof(v[i]), 300);
+            if (rc == -ETIMEDOUT)
+                queued = i;
+            else
+                CHECK_RC(ctx, rc);
+        }
+        CHECK(queued >= 0, "no send waited for credit");
+        CHECK_RC(ctx, lite_send(ctx, 1, 1000, &queued, sizeof(queued), 30000));
+    } else {
+        usleep(1500 * 1000); /* busy elsewhere: no progress, no credit back */
+        int k = 0, rc = 0;
+        for (; k < credits + 1; k++) {
+            rc = lite_recv(ctx, 0, 100 + (uint64_t)k, &v[k], sizeof(v[k]), NULL, 1000);
+            if (rc)
+                break;
+            CHECK(v[k] == (uint32_t)k, "message %d holds %u", k, v[k]);
+        }
+        CHECK(rc == -ETIMEDOUT, "receive %d: %d (%s)", k, rc, lite_strerror(rc));
+        int queued = -1;
+        CHECK_RC(ctx, lite_recv(ctx, 0, 1000, &queued, sizeof(queued), NULL, 30000));
+        CHECK(k == queued, "messages up to %d arrived, rank 0's send %d had timed out", k - 1,
+              queued);
+        printf("rank 1: send %d of rank 0 timed out waiting for credit and never came\n", queued);
+    }
+    free(w);
+    free(v);
+    free(buf);
+}
+
 static void exchange(lite_ctx_t *ctx, uint64_t tag)
 {
     int me = lite_rank(ctx), other = 1 - me;
@@ -294,8 +453,8 @@ static void garbage_root(void)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: fault_test missing_rank|rank_exits|writes_to_lost|garbage_transport|"
-                     "garbage_root");
+    CHECK(argc == 2, "usage: fault_test missing_rank|rank_exits|writes_to_lost|finalize_inflight|"
+                     "coll_pending_lost|timeouts|garbage_transport|garbage_root");
     const char *mode = argv[1];
     if (!strcmp(mode, "missing_rank")) {
         missing_rank();
@@ -309,6 +468,14 @@ int main(int argc, char **argv)
         /* The finalize barrier meets the loss if nothing before it did; resources go either way. */
         int rc = lite_finalize(ctx);
         CHECK(rc == 0 || rc == -LITE_ERR_PEER_LOST, "finalize: %d (%s)", rc, lite_strerror(rc));
+    } else if (!strcmp(mode, "finalize_inflight")) {
+        finalize_inflight(mp_init());
+    } else if (!strcmp(mode, "coll_pending_lost")) {
+        coll_pending_lost(mp_init());
+    } else if (!strcmp(mode, "timeouts")) {
+        lite_ctx_t *ctx = mp_init();
+        timeouts(ctx);
+        CHECK_RC(ctx, lite_finalize(ctx));
     } else if (!strcmp(mode, "garbage_transport")) {
         garbage_transport();
     } else if (!strcmp(mode, "garbage_root")) {

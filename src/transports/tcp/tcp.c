@@ -82,7 +82,8 @@ struct rma_slot {
     uint8_t *dst; /* read: where the data goes */
     uint64_t len;
     uint32_t gen;
-    uint8_t kind; /* LITE_RMA_WRITE / LITE_RMA_READ; 0 = free */
+    uint8_t kind;  /* LITE_RMA_WRITE / LITE_RMA_READ; 0 = free */
+    bool answered; /* read: its response is arriving; a second one is a protocol error */
 };
 
 /* A connection's part in the pair's traffic (see the top of the file). */
@@ -98,6 +99,9 @@ struct conn {
     bool out_armed;
     bool in_rx; /* inside conn_rx: answers wait in txq and leave together at its end */
     bool held;  /* frames wait in txq for the end of a batch (lite_tp_rma.more) */
+    int broken; /* a send failed outside progress: conn_fail at the next progress (the core
+                 * hears of failures only from inside progress, transport.h) */
+    char broken_why[96];
     struct tx_op *txq, *txq_tail;
     uint8_t *stage;
     size_t stage_size;
@@ -153,6 +157,8 @@ struct lite_transport {
     uint64_t rx_reads; /* recv calls that returned data, all connections */
     bool rx_recent;    /* the last poll found data: poll each socket directly (tcp_progress) */
     bool held;         /* some connection has held frames */
+    bool in_progress;  /* inside tcp_progress / tcp_close: failures may be reported now */
+    bool broken;       /* some connection is broken (conn.broken) */
 };
 
 static struct conn *conn_of(struct lite_transport *t, int role, int peer)
@@ -215,6 +221,17 @@ static void tx_complete(struct lite_transport *t, struct tx_op *o, int status)
     op_put(t, o);
 }
 
+/* Frames that will never leave: each ends with `code`. */
+static void drop_txq(struct lite_transport *t, struct conn *c, int code)
+{
+    while (c->txq) {
+        struct tx_op *o = c->txq;
+        c->txq = o->next;
+        tx_complete(t, o, code);
+    }
+    c->txq_tail = NULL;
+}
+
 /* The connection is unusable: fail its queued sends and tell the core once. */
 static void conn_fail(struct lite_transport *t, struct conn *c, int code, const char *why)
 {
@@ -226,12 +243,7 @@ static void conn_fail(struct lite_transport *t, struct conn *c, int code, const 
         close(c->fd);
         c->fd = -1;
     }
-    while (c->txq) {
-        struct tx_op *o = c->txq;
-        c->txq = o->next;
-        tx_complete(t, o, code);
-    }
-    c->txq_tail = NULL;
+    drop_txq(t, c, code);
     for (uint32_t i = 0; i < c->nslots; i++) {
         if (c->slots[i].kind) {
             c->slots[i].kind = 0;
@@ -256,7 +268,7 @@ static void conn_fail(struct lite_transport *t, struct conn *c, int code, const 
 static void conn_flush(struct lite_transport *t, struct conn *c)
 {
     c->held = false;
-    while (c->txq && !c->dead) {
+    while (c->txq && !c->dead && !c->broken) {
         struct iovec iov[MAX_IOV];
         int n = 0;
         for (struct tx_op *o = c->txq; o && n + 2 <= MAX_IOV; o = o->next) {
@@ -285,6 +297,12 @@ static void conn_flush(struct lite_transport *t, struct conn *c)
             }
             char why[96];
             lite_fmt(why, sizeof(why), "send to %s failed: %s", c->desc, strerror(errno));
+            if (!t->in_progress) {
+                c->broken = -LITE_ERR_PEER_LOST;
+                memcpy(c->broken_why, why, sizeof(why));
+                t->broken = true;
+                return;
+            }
             conn_fail(t, c, -LITE_ERR_PEER_LOST, why);
             return;
         }
@@ -471,6 +489,7 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
     sl->kind = (uint8_t)r->kind;
     sl->dst = r->local;
     sl->len = r->len;
+    sl->answered = false;
     struct lite_wire_hdr h = {
         .tag = id, .len = r->len, .key = r->remote_core_key, .offset = r->remote_offset};
     if (r->kind == LITE_RMA_WRITE) {
@@ -571,9 +590,11 @@ static void payload_done(struct lite_transport *t, struct conn *c)
     case RX_READ_RESP: {
         struct conn *m = conn_of(t, ROLE_MAIN, c->peer);
         struct rma_slot *sl = slot_find(m, c->rx_id, LITE_RMA_READ);
-        void *op = sl->op;
-        slot_put(m, sl);
-        t->up->send_done(t->core, op, c->rx_status);
+        if (sl) { /* else the pair failed while the payload arrived: conn_fail ended the read */
+            void *op = sl->op;
+            slot_put(m, sl);
+            t->up->send_done(t->core, op, c->rx_status);
+        }
         break;
     }
     }
@@ -658,10 +679,12 @@ static int frame_begin(struct lite_transport *t, struct conn *c, const struct li
     }
     case LITE_WIRE_READ_RESP: {
         struct rma_slot *sl = slot_find(conn_of(t, ROLE_MAIN, c->peer), h->tag, LITE_RMA_READ);
-        if (!sl || (h->status == 0 && h->len != sl->len) || (h->status != 0 && h->len != 0)) {
+        if (!sl || sl->answered || (h->status == 0 && h->len != sl->len) ||
+            (h->status != 0 && h->len != 0)) {
             *why = "read response that matches no read";
             return -LITE_ERR_PROTOCOL;
         }
+        sl->answered = true;
         c->rx_id = h->tag;
         c->rx_status = h->status;
         payload_begin(t, c, RX_READ_RESP, sl->dst, h->len);
@@ -929,7 +952,38 @@ static void accept_new(struct lite_transport *t)
     }
 }
 
+/* Report the connections whose send failed outside progress. Returns how many. */
+static int fail_broken(struct lite_transport *t)
+{
+    int n = 0;
+    t->broken = false;
+    for (int i = 0; i < t->nconns; i++) {
+        struct conn *c = &t->conns[i];
+        if (c->broken) {
+            int code = c->broken;
+            c->broken = 0;
+            conn_fail(t, c, code, c->broken_why);
+            n++;
+        }
+    }
+    return n;
+}
+
+static int progress_once(struct lite_transport *t, int timeout_ms);
+
 static int tcp_progress(struct lite_transport *t, int timeout_ms)
+{
+    bool was = t->in_progress;
+    t->in_progress = true;
+    int n = t->broken ? fail_broken(t) : 0;
+    int rc = progress_once(t, n ? 0 : timeout_ms);
+    if (rc >= 0 && t->broken)
+        n += fail_broken(t);
+    t->in_progress = was;
+    return rc < 0 ? rc : n + rc;
+}
+
+static int progress_once(struct lite_transport *t, int timeout_ms)
 {
     int handled = 0;
     for (int i = 0; i < t->nconns; i++)
@@ -1195,6 +1249,9 @@ static void tcp_close(struct lite_transport *t)
     if (!t)
         return;
     t->closing = true;
+    t->in_progress = true; /* failures met while closing are handled at once */
+    if (t->broken)
+        fail_broken(t);
     /* Orderly shutdown: flush what is queued, half-close, and read until every peer did the
      * same, so no unread data turns the close into a reset that could destroy data in flight. */
     int64_t deadline = lite_deadline_ns(CLOSE_DRAIN_MS);
@@ -1238,6 +1295,7 @@ static void tcp_close(struct lite_transport *t)
             close(c->fd);
         c->fd = -1;
         conn_fail(t, c, -LITE_ERR_CANCELLED, "transport closed");
+        drop_txq(t, c, -LITE_ERR_CANCELLED); /* a connection closed in order may still hold some */
         free(c->stage);
         free(c->slots);
         free(c->free_slots);

@@ -429,6 +429,21 @@ static void garbage_transport(void)
         }
         printf("rank 1: rank 0 refused all %zu hostile connections\n",
                sizeof(cases) / sizeof(cases[0]));
+        /* Connections that never say HELLO fill rank 0's table of unidentified ones (16); once
+         * they have been silent for over 2 s, a new one makes rank 0 drop the oldest instead
+         * of refusing every newcomer (a peer's own connection among them) for good. */
+        enum { SILENT = 16 };
+        int quiet[SILENT];
+        for (int i = 0; i < SILENT; i++)
+            quiet[i] = connect_local((int)base);
+        usleep(2500 * 1000);
+        int late = connect_local((int)base);
+        CHECK(closed_by_peer(quiet[0], 10.0), "rank 0 kept the oldest silent connection");
+        CHECK(!closed_by_peer(late, 0.5), "rank 0 refused a new connection");
+        for (int i = 0; i < SILENT; i++)
+            close(quiet[i]);
+        close(late);
+        printf("rank 1: a full table of silent connections gave way to a new one\n");
     }
     /* rank 0 handled the garbage while waiting here */
     exchange(ctx, 2);

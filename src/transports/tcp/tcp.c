@@ -51,7 +51,8 @@
 #define MAX_IOV           64
 #define MAX_PAYLOAD       (1ull << 40)
 #define CLOSE_DRAIN_MS    2000
-#define MAX_PENDING       16 /* accepted connections that have not said HELLO yet */
+#define MAX_PENDING       16   /* accepted connections that have not said HELLO yet */
+#define HELLO_WAIT_MS     2000 /* a full table drops one that said nothing for this long */
 
 /* What happens when a frame has been written out completely. */
 enum tx_done {
@@ -106,11 +107,12 @@ struct conn {
     uint8_t *stage;
     size_t stage_size;
     size_t lo, hi;
-    uint64_t delivered; /* frames received and handled in full (HELLO and FENCE not counted) */
-    uint64_t fence_at;  /* while paused: the partner's `delivered` this connection waits for */
-    bool paused;        /* a FENCE waits for the partner connection: nothing is read or parsed */
-    bool resume;        /* the wait ended: parse what is staged on the next progress */
-    unsigned idle;      /* bulk in: polls since data last came */
+    uint64_t delivered;  /* frames received and handled in full (HELLO and FENCE not counted) */
+    uint64_t fence_at;   /* while paused: the partner's `delivered` this connection waits for */
+    bool paused;         /* a FENCE waits for the partner connection: nothing is read or parsed */
+    bool resume;         /* the wait ended: parse what is staged on the next progress */
+    unsigned idle;       /* bulk in: polls since data last came */
+    int64_t accepted_ns; /* when an unidentified connection was accepted */
     uint8_t rx_state;
     bool last_large; /* the last payload was large: read only the next header */
     uint8_t rx_kind;
@@ -926,6 +928,25 @@ static void accept_new(struct lite_transport *t)
             if (!t->pending[i] && slot < 0)
                 slot = i;
         }
+        if (slot < 0) {
+            /* Full: connections that never say HELLO must not keep peers out for good. A
+             * peer's own says it at once; drop the oldest silent one. */
+            int old = 0;
+            for (int i = 1; i < MAX_PENDING; i++)
+                if (t->pending[i]->accepted_ns < t->pending[old]->accepted_ns)
+                    old = i;
+            struct conn *o = t->pending[old];
+            if (lite_now_ns() - o->accepted_ns > (int64_t)HELLO_WAIT_MS * 1000000) {
+                LITE_WARN("tcp rank %d: dropping %s, silent for over %d ms", t->rank, o->desc,
+                          HELLO_WAIT_MS);
+                epoll_ctl(t->epfd, EPOLL_CTL_DEL, o->fd, NULL);
+                close(o->fd);
+                free(o->stage);
+                free(o);
+                t->pending[old] = NULL;
+                slot = old;
+            }
+        }
         struct conn *c = slot >= 0 ? calloc(1, sizeof(*c)) : NULL;
         if (c) {
             c->stage_size = LITE_WIRE_HDR_LEN; /* it reads nothing past its HELLO */
@@ -942,6 +963,7 @@ static void accept_new(struct lite_transport *t)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         c->fd = fd;
         c->peer = -1;
+        c->accepted_ns = lite_now_ns();
         char host[64];
         uint16_t port;
         lite_sock_name(&ss, host, sizeof(host), &port);

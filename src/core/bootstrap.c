@@ -262,7 +262,7 @@ static int root_gather(struct lite_bootstrap *b, void **blobs, size_t *lens, int
             bad = "rank out of range";
         else if (b->fds[f.rank] >= 0)
             bad = "rank already connected";
-        else if (f.len > LITE_TRANSPORT_ADDR_MAX)
+        else if (f.len > LITE_BOOT_BLOB_MAX)
             bad = "address blob too long";
         if (bad) {
             LITE_WARN("bootstrap root %s: refused a connection: %s", b->root_desc, bad);
@@ -291,7 +291,7 @@ int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t 
                              int64_t deadline_ns, void ***blobs_out, size_t **lens_out, char *why,
                              size_t why_len)
 {
-    if (len > LITE_TRANSPORT_ADDR_MAX)
+    if (len > LITE_BOOT_BLOB_MAX)
         return -EINVAL;
     void **blobs = calloc((size_t)b->world, sizeof(void *));
     size_t *lens = calloc((size_t)b->world, sizeof(size_t));

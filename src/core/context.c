@@ -95,6 +95,44 @@ static bool default_yield(void)
     return false;
 }
 
+/* The bootstrap header: u8 'L' | u8 'X' | u8 version | u8 0 | u32 credits | u64 rendezvous
+ * threshold. Peers that disagree on these would refuse each other's traffic later, as protocol
+ * errors; here it is a configuration error that names the rank. */
+static void boot_hdr(const struct lite_ctx *ctx, uint8_t *h)
+{
+    memset(h, 0, LITE_BOOT_HDR_LEN);
+    h[0] = 'L';
+    h[1] = 'X';
+    h[2] = 1;
+    lite_put32(h + 4, ctx->credits_max);
+    lite_put64(h + 8, (uint64_t)ctx->rndv_threshold);
+}
+
+/* Check every rank's header against ours and leave the transport's blobs in blobs/lens. */
+static int boot_check(const struct lite_ctx *ctx, const uint8_t *mine, void **blobs, size_t *lens,
+                      char *why, size_t why_len)
+{
+    for (int r = 0; r < ctx->s.world_size; r++) {
+        uint8_t *h = blobs[r];
+        if (lens[r] < LITE_BOOT_HDR_LEN || memcmp(h, mine, 4) != 0) {
+            lite_fmt(why, why_len, "rank %d published no liblitetx %s address of this version", r,
+                     ctx->ops.name);
+            return -LITE_ERR_PROTOCOL;
+        }
+        if (memcmp(h, mine, LITE_BOOT_HDR_LEN) != 0) {
+            lite_fmt(why, why_len,
+                     "rank %d runs credits %u and rndv_threshold %llu, this rank %u and %llu: "
+                     "every rank must use the same (LITETX_CREDITS, LITETX_RNDV_THRESHOLD)",
+                     r, lite_get32(h + 4), (unsigned long long)lite_get64(h + 8), ctx->credits_max,
+                     (unsigned long long)ctx->rndv_threshold);
+            return -LITE_ERR_CONFIG;
+        }
+        memmove(h, h + LITE_BOOT_HDR_LEN, lens[r] - LITE_BOOT_HDR_LEN);
+        lens[r] -= LITE_BOOT_HDR_LEN;
+    }
+    return 0;
+}
+
 static int init_fail(struct lite_ctx *ctx, int rc, const char *why)
 {
     lite_fmt(g_init_error, sizeof(g_init_error), "%s", why);
@@ -171,20 +209,23 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
         return init_fail(ctx, rc, why);
     }
 
-    uint8_t blob[LITE_TRANSPORT_ADDR_MAX];
-    size_t blob_len = sizeof(blob);
+    uint8_t blob[LITE_BOOT_BLOB_MAX];
+    size_t blob_len = LITE_TRANSPORT_ADDR_MAX;
     void **blobs = NULL;
     size_t *lens = NULL;
-    rc = ctx->ops.addr_get(ctx->tp, blob, &blob_len);
+    boot_hdr(ctx, blob);
+    rc = ctx->ops.addr_get(ctx->tp, blob + LITE_BOOT_HDR_LEN, &blob_len);
     if (rc)
         lite_fmt(why, sizeof(why), "transport %s: no local address: %s", ctx->ops.name,
                  lite_strerror(rc));
     if (!rc)
-        rc =
-            lite_bootstrap_allgather(bs, blob, blob_len, deadline, &blobs, &lens, why, sizeof(why));
+        rc = lite_bootstrap_allgather(bs, blob, LITE_BOOT_HDR_LEN + blob_len, deadline, &blobs,
+                                      &lens, why, sizeof(why));
     if (!rc) {
-        rc = ctx->ops.connect_all(ctx->tp, (const void *const *)blobs, lens, deadline, why,
-                                  sizeof(why));
+        rc = boot_check(ctx, blob, blobs, lens, why, sizeof(why));
+        if (!rc)
+            rc = ctx->ops.connect_all(ctx->tp, (const void *const *)blobs, lens, deadline, why,
+                                      sizeof(why));
         lite_bootstrap_free_blobs(blobs, lens, ctx->s.world_size);
     }
     if (!rc)

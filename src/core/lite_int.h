@@ -252,7 +252,11 @@ int lite_bootstrap_connect(const struct lite_settings *s, int64_t deadline_ns,
                            struct lite_bootstrap **out, char *why, size_t why_len);
 /* The numeric address of this host's interface toward the root (to publish to the others). */
 int lite_bootstrap_local_host(struct lite_bootstrap *b, char *host, size_t len);
-/* Gather every rank's blob (at most LITE_TRANSPORT_ADDR_MAX bytes) at the root and send the
+/* What each rank publishes in the bootstrap: the settings every rank must share (wire.c-style
+ * header, context.c), then the transport's address blob. */
+#define LITE_BOOT_HDR_LEN  16
+#define LITE_BOOT_BLOB_MAX (LITE_TRANSPORT_ADDR_MAX + LITE_BOOT_HDR_LEN)
+/* Gather every rank's blob (at most LITE_BOOT_BLOB_MAX bytes) at the root and send the
  * table to all. On success blobs[r]/lens[r] hold rank r's blob (free with
  * lite_bootstrap_free_blobs). A rank that does not arrive in time gives every rank -ETIMEDOUT
  * with the missing ranks named in why. */

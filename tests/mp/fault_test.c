@@ -2,6 +2,8 @@
  * fault_test.c - failure cases, each a mode run under litetx-run:
  *   missing_rank       the ranks start a world one larger than launched: every rank gets
  *                      -ETIMEDOUT from lite_init naming the missing rank, within its deadline
+ *   config_mismatch    rank 1 of 3 runs other credits than the rest: every rank's lite_init
+ *                      fails with -LITE_ERR_CONFIG naming a rank that differs
  *   rank_exits         rank 2 of 3 exits without finalize; the survivors' pending and later
  *                      operations with it fail with -LITE_ERR_PEER_LOST, and they still talk
  *   writes_to_lost     rank 1 of 2 exits while 64 writes of rank 0 to it are on their way: each
@@ -101,6 +103,24 @@ static void missing_rank(void)
           lite_init_error());
     CHECK(took < 8.0, "took %.1f s for a 2 s deadline", took);
     printf("rank %d: missing rank reported in %.2f s: %s\n", mp_rank, took, lite_init_error());
+}
+
+static void config_mismatch(void)
+{
+    mp_rank = env_int("LITETX_RANK");
+    lite_config_t cfg = lite_config_default();
+    cfg.init_timeout_ms = 10000;
+    if (mp_rank == 1)
+        cfg.credits = 32; /* the others use the default (64) */
+    lite_ctx_t *ctx = NULL;
+    int rc = lite_init(&cfg, &ctx);
+    CHECK(rc == -LITE_ERR_CONFIG, "lite_init gave %d (%s): %s", rc, lite_strerror(rc),
+          lite_init_error());
+    CHECK(ctx == NULL, "context returned on failure");
+    char want[32];
+    snprintf(want, sizeof(want), "rank %d runs credits", mp_rank == 1 ? 0 : 1);
+    CHECK(strstr(lite_init_error(), want), "detail does not name the rank: %s", lite_init_error());
+    printf("rank %d: %s\n", mp_rank, lite_init_error());
 }
 
 static void rank_exits(lite_ctx_t *ctx)
@@ -468,11 +488,14 @@ static void garbage_root(void)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: fault_test missing_rank|rank_exits|writes_to_lost|finalize_inflight|"
+    CHECK(argc == 2, "usage: fault_test "
+                     "missing_rank|config_mismatch|rank_exits|writes_to_lost|finalize_inflight|"
                      "coll_pending_lost|timeouts|garbage_transport|garbage_root");
     const char *mode = argv[1];
     if (!strcmp(mode, "missing_rank")) {
         missing_rank();
+    } else if (!strcmp(mode, "config_mismatch")) {
+        config_mismatch();
     } else if (!strcmp(mode, "rank_exits")) {
         lite_ctx_t *ctx = mp_init();
         rank_exits(ctx);

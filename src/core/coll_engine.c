@@ -171,6 +171,22 @@ int lite_coll_op_init(struct lite_coll_op *op, struct lite_ctx *ctx, int kind, s
     return 0;
 }
 
+/* Messages of a collective that ended without them (given up after an error or a timeout on
+ * this rank while others went on) can never match: unexpected ones below every live op's
+ * sequence number are dropped, so they give their credit back instead of pinning it for good. */
+static void purge_stale(struct lite_ctx *ctx, uint64_t seq)
+{
+    uint64_t low = seq;
+    if (atomic_load_explicit(&g_reg_count, memory_order_relaxed) != 0) {
+        pthread_mutex_lock(&g_reg_mu);
+        for (const struct lite_coll_op *o = g_reg_head; o; o = o->next)
+            if (o->ctx == ctx && o->seq < low)
+                low = o->seq;
+        pthread_mutex_unlock(&g_reg_mu);
+    }
+    lite_p2p_purge_coll(ctx, lite_coll_tag(low, 0));
+}
+
 int lite_coll_op_begin(struct lite_ctx *ctx, int kind, size_t count, int dtype, int redop,
                        struct lite_coll_op **opp)
 {
@@ -185,6 +201,7 @@ int lite_coll_op_begin(struct lite_ctx *ctx, int kind, size_t count, int dtype, 
     *opp = op;
     size_t esz = lite_dtype_size(dtype);
     int rc = lite_coll_op_init(op, ctx, kind, count, dtype, esz);
+    purge_stale(ctx, op->seq);
     bool reduction = kind == LITE_COLL_ALLREDUCE || kind == LITE_COLL_REDUCE_SCATTER;
     /* A reduction checks dtype together with its op, so that the error names the pair. */
     if (!rc && reduction && lite_reduce_check(dtype, redop))

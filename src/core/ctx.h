@@ -192,6 +192,10 @@ void lite_flow_peer_failed(struct lite_ctx *ctx, int peer, int code);
 /* A blocking call's timeout: 0 when r no longer uses the caller's buffer (r is no longer the
  * caller's), -EBUSY when bytes are moving. */
 int lite_flow_abandon(struct lite_ctx *ctx, struct lite_request *r);
+/* Refuse a peer's rendezvous announcement that nothing will receive (flow.c). */
+void lite_flow_rts_refuse(struct lite_ctx *ctx, int peer, uint64_t len, uint64_t id);
+/* Drop complete unexpected collective messages with tags below `below` (p2p.c). */
+void lite_p2p_purge_coll(struct lite_ctx *ctx, uint64_t below);
 /* A wait is about to sleep: return owed credits to peers left without any. */
 void lite_flow_idle(struct lite_ctx *ctx);
 void lite_flow_fini(struct lite_ctx *ctx);

@@ -304,6 +304,17 @@ void lite_flow_freed(struct lite_ctx *ctx, int peer)
         send_ctrl(ctx, peer, CTRL_CREDIT, NULL, 0, NULL);
 }
 
+/* Refuse a rendezvous nobody will receive (its collective ended without it): the sender's send
+ * ends as if the receiver's buffer were too short. */
+void lite_flow_rts_refuse(struct lite_ctx *ctx, int peer, uint64_t len, uint64_t id)
+{
+    struct lite_request *r = lite_request_new(ctx, LITE_REQ_RECV, LITE_CHAN_COLL, peer, 0, NULL, 0);
+    if (!r)
+        return;
+    lite_flow_rts_matched(ctx, r, len ? len : 1, id); /* longer than 0 bytes: refused */
+    lite_request_release(ctx, r);
+}
+
 /* A wait is about to sleep: return what we owe to a peer that has no credit left. Credits go
  * back on their own only at half the window; receives may take a peer's messages in any tag
  * order, so a receiver can owe fewer than half while the rest of the window sits unexpected
@@ -355,9 +366,18 @@ void lite_flow_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_
     int rc = cts ? 0 : -ENOMEM;
     if (cts) {
         cts->pending_ops = 1;
-        cts->rndv = NULL;
-        /* The payload lives in r->rndv until FIN, which comes only after the CTS left. */
-        rc = send_ctrl(ctx, r->peer, CTRL_CTS, rv->msg, CTS_LEN, cts);
+        /* The payload lives in r->rndv until FIN, which comes only after the CTS left. A
+         * refusal finishes r at once, and its owner may release it before the CTS has left:
+         * then the CTS carries its own copy (freed with it). */
+        const uint8_t *payload = rv->msg;
+        if (status && (cts->rndv = malloc(sizeof(*cts->rndv))) != NULL) {
+            memcpy(cts->rndv->msg, rv->msg, CTS_LEN);
+            payload = cts->rndv->msg;
+        } else if (status) {
+            rc = -ENOMEM;
+        }
+        if (!rc)
+            rc = send_ctrl(ctx, r->peer, CTRL_CTS, payload, CTS_LEN, cts);
         if (rc)
             lite_request_release(ctx, cts);
     }

@@ -139,6 +139,30 @@ static void unlink_unexp(struct lite_peer *p, struct lite_unexp *u)
     u->next = NULL;
 }
 
+void lite_p2p_purge_coll(struct lite_ctx *ctx, uint64_t below)
+{
+    for (int i = 0; i < ctx->s.world_size; i++) {
+        struct lite_unexp **pp = &ctx->peers[i].unexp[LITE_CHAN_COLL];
+        while (*pp) {
+            struct lite_unexp *u = *pp;
+            if (u->tag >= below || !u->complete || u->claimed) {
+                pp = &u->next;
+                continue;
+            }
+            *pp = u->next;
+            LITE_DEBUG("rank %d: dropped a message of rank %d for a collective that ended "
+                       "without it (tag %#llx)",
+                       ctx->s.rank, i, (unsigned long long)u->tag);
+            if (i != ctx->s.rank)
+                lite_flow_freed(ctx, i);
+            if (u->rts)
+                lite_flow_rts_refuse(ctx, i, u->len, u->rts_id);
+            free(u->data);
+            free(u);
+        }
+    }
+}
+
 static void append_posted(struct lite_peer *p, struct lite_request *r)
 {
     struct lite_request **pp = &p->posted[r->channel];

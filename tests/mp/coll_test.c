@@ -794,6 +794,40 @@ static void mode_mismatch(void)
     free(b);
 }
 
+/* Rank 1 gives up on one allreduce after another (10 ms) while rank 0 joins each one late and
+ * completes it: rank 0's part of each lands at rank 1 after its op ended. More rounds than
+ * rank 1 grants credits: unless such leftovers are dropped (and their credit returned), rank 0
+ * runs out of credit towards rank 1 and everything after stalls. */
+static void mode_abandon(void)
+{
+    CHECK(g_n == 2, "needs 2 ranks");
+    const char *cv = getenv("LITETX_CREDITS");
+    int rounds = (cv ? atoi(cv) : 64) + 16, gave_up = 0;
+    uint32_t in = (uint32_t)(g_me + 1), out = 0, go = 0;
+    for (int i = 0; i < rounds; i++) {
+        uint64_t tag = (uint64_t)i + 1;
+        if (g_me == 1) {
+            CHECK_RC(g_ctx, lite_send(g_ctx, 0, tag, &go, sizeof(go), 30000));
+            int rc = lite_allreduce(g_ctx, &in, &out, 1, LITE_U32, LITE_SUM, 10);
+            CHECK(rc == 0 || rc == -ETIMEDOUT, "round %d: %d (%s)", i, rc, lite_strerror(rc));
+            gave_up += rc == -ETIMEDOUT;
+        } else {
+            CHECK_RC(g_ctx, lite_recv(g_ctx, 1, tag, &go, sizeof(go), NULL, 30000));
+            usleep(30 * 1000);
+            int rc = lite_allreduce(g_ctx, &in, &out, 1, LITE_U32, LITE_SUM, 10000);
+            CHECK(rc == 0, "round %d: rank 0's late allreduce: %d (%s): %s", i, rc,
+                  lite_strerror(rc), lite_last_error(g_ctx));
+            CHECK(out == 3, "round %d: sum %u", i, out);
+        }
+    }
+    /* Both still work together. */
+    CHECK_RC(g_ctx, lite_allreduce(g_ctx, &in, &out, 1, LITE_U32, LITE_SUM, 30000));
+    CHECK(out == 3, "final sum %u", out);
+    if (g_me == 1)
+        printf("abandon: rank 1 gave up on %d of %d allreduces; the pair still works\n", gave_up,
+               rounds);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "basic";
@@ -812,6 +846,8 @@ int main(int argc, char **argv)
         mode_stress();
     else if (!strcmp(mode, "mismatch"))
         mode_mismatch();
+    else if (!strcmp(mode, "abandon"))
+        mode_abandon();
     else
         CHECK(0, "unknown mode %s", mode);
     clock_gettime(CLOCK_MONOTONIC, &t1);

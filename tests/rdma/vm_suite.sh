@@ -154,9 +154,15 @@ t rma.sustained 2 120 -- "$MP/rma_test" sustained
 t flow.flood 2 120 -- "$MP/flow_test"
 t fault.missing_rank 2 60 -- "$MP/fault_test" missing_rank
 t fault.rank_exits 3 60 -- "$MP/fault_test" rank_exits
+t fault.timeouts 2 90 -- "$MP/fault_test" timeouts
+t fault.coll_pending_lost 3 60 -- "$MP/fault_test" coll_pending_lost
+t fault.config_mismatch 3 60 -- "$MP/fault_test" config_mismatch
+t flow.out_of_order 2 60 -- "$MP/flow_test" out_of_order
+[ "$QUICK" = 1 ] || t fault.finalize_inflight 4 90 -- "$MP/fault_test" finalize_inflight
 if [ -x "$MP/coll_test" ]; then
     t coll.basic.np3 3 200 -- "$MP/coll_test" basic
     t coll.mismatch.np3 3 120 -- "$MP/coll_test" mismatch
+    t coll.abandon.np2 2 120 -- "$MP/coll_test" abandon
     [ "$QUICK" = 1 ] || t coll.big.np2 2 300 -- "$MP/coll_test" big
     [ "$QUICK" = 1 ] || t coll.stress.np3 3 200 -- "$MP/coll_test" stress
 else

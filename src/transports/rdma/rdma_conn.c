@@ -420,6 +420,12 @@ static int on_rearm(struct lite_transport *t, struct lite_rdma_conn *c, uint8_t 
     struct lite_rdma_qp *q = c->in[rail];
     struct lite_rdma_ep e;
     ep_get(p + 24, &e);
+    /* Writes with an immediate that landed before the refused op may still sit in the CQ, and
+     * some HCAs (mlx4, mlx5, hns) drop a QP's completions from the CQ when it goes to RESET:
+     * take them first. Nothing new arrives on this QP: its initiator waits for our answer. */
+    lite_rdma_poll_cqs(t);
+    if (c->state != CONN_UP)
+        return 0;
     int rc = lite_rdma_qp_reset(t, q);
     if (!rc)
         rc = lite_rdma_post_recv_imm(t, q, c->imm_depth);
@@ -448,8 +454,9 @@ static int on_frame(struct lite_transport *t, struct lite_rdma_conn *c, uint8_t 
         if (rail >= c->nrails || len != 4 + EP_LEN || !c->rearming[rail])
             return -LITE_ERR_PROTOCOL;
         int code = (int)lite_get32(p);
-        if (code >= 0 || code < -LITE_ERR_REMOTE_ACCESS)
-            code = -LITE_ERR_REMOTE;
+        if (code != -LITE_ERR_REMOTE_KEY && code != -LITE_ERR_REMOTE_BOUNDS &&
+            code != -LITE_ERR_REMOTE_ACCESS)
+            code = -LITE_ERR_REMOTE; /* only a refusal's reasons come from the target */
         struct lite_rdma_ep e;
         ep_get(p + 4, &e);
         lite_rdma_rma_rearmed(t, c, rail, &e, code);

@@ -333,8 +333,9 @@ int lite_rdma_rails_open(struct lite_transport *t, const char *bind_host, char *
             }
             if (port == 0) {
                 /* the first active port */
-                struct ibv_device_attr da;
-                ibv_query_device(t->devs[di].ctx, &da);
+                struct ibv_device_attr da = {0};
+                if (ibv_query_device(t->devs[di].ctx, &da) != 0)
+                    da.phys_port_cnt = 0; /* no port found: the error below names it */
                 for (uint8_t p = 1; p <= da.phys_port_cnt && !port; p++) {
                     struct ibv_port_attr pa;
                     if (ibv_query_port(t->devs[di].ctx, p, &pa) == 0 && pa.state == IBV_PORT_ACTIVE)

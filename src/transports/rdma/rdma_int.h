@@ -201,6 +201,10 @@ struct lite_rdma_conn {
     uint32_t peer_mbox_rkey;
 
     struct lite_rdma_pend *pend, *pend_tail;
+    /* A post failed outside progress: the connection fails at the next progress (the core
+     * hears of failures only from inside progress, transport.h). */
+    int fail_code;
+    char fail_why[96];
 
     /* the message arriving */
     bool rx_active;
@@ -218,6 +222,7 @@ struct lite_rdma_conn {
     /* re-arm in progress per rail (initiator side): the op that failed, and the send-queue
      * entries behind it, to post again once the peer has re-armed its end */
     struct lite_rdma_op *rearm_op[LITE_MAX_RAILS];
+    bool rearm_local[LITE_MAX_RAILS]; /* ...and it failed on our side: keep our reason */
     bool rearming[LITE_MAX_RAILS];
     struct lite_rdma_sqrec *again[LITE_MAX_RAILS];
     uint32_t nagain[LITE_MAX_RAILS];
@@ -272,6 +277,8 @@ struct lite_transport {
     socklen_t addr_len;
     int epfd;
     bool closing;
+    bool in_progress; /* inside progress, connect_all or close: failures are reported at once */
+    bool fail_due;    /* some connection has a deferred failure (conn.fail_code) */
 };
 
 /* ---- rdma.c ---- */
@@ -279,6 +286,8 @@ struct lite_transport {
 void lite_rdma_conn_fail(struct lite_transport *t, struct lite_rdma_conn *c, int code,
                          const char *why);
 void lite_rdma_later(struct lite_transport *t, void *op, int status);
+/* Complete what the CQs hold now (rdma.c). */
+int lite_rdma_poll_cqs(struct lite_transport *t);
 uint32_t lite_rdma_env_u32(const char *name, uint32_t def, uint32_t lo, uint32_t hi);
 
 /* ---- rdma_dev.c ---- */

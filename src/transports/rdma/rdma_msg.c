@@ -82,20 +82,17 @@ int lite_rdma_msg_send(struct lite_transport *t, int peer, const struct lite_msg
         t->up->send_done(t->core, op, 0);
         return 0;
     }
-    if (rc) {
-        /* a post failed: the connection is unusable */
-        if (!m.started)
-            return rc;
-        lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, "posting a message failed");
-        return 0;
-    }
+    if (rc && !m.started)
+        return rc; /* nothing left: the caller keeps the message */
+    /* Queued (waiting for room), or half posted when a post failed: listed either way, so the
+     * connection's failure completes it (lite_rdma_msg_fail). */
     struct lite_rdma_pend *p = malloc(sizeof(*p));
     if (!p) {
-        if (m.started) {
-            lite_rdma_conn_fail(t, c, -ENOMEM, "out of memory for a message");
-            return 0;
-        }
-        return -ENOMEM;
+        if (!m.started)
+            return -ENOMEM;
+        lite_rdma_later(t, op, -LITE_ERR_PEER_LOST);
+        lite_rdma_conn_fail(t, c, -ENOMEM, "out of memory for a message");
+        return 0;
     }
     *p = m;
     p->next = NULL;
@@ -104,6 +101,8 @@ int lite_rdma_msg_send(struct lite_transport *t, int peer, const struct lite_msg
     else
         c->pend = p;
     c->pend_tail = p;
+    if (rc)
+        lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, "posting a message failed");
     return 0;
 }
 

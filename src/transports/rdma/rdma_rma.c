@@ -265,6 +265,10 @@ static void refused(struct lite_transport *t, struct lite_rdma_qp *q, uint32_t s
     c->nagain[rail] = n;
     c->rearming[rail] = true;
     c->rearm_op[rail] = o;
+    /* Our own buffer was at fault (a local key or range): the target has nothing to judge,
+     * but both ends are re-armed all the same (the QP is in error), and the op keeps our code. */
+    c->rearm_local[rail] = st == IBV_WC_LOC_PROT_ERR || st == IBV_WC_LOC_ACCESS_ERR ||
+                           st == IBV_WC_LOC_LEN_ERR || st == IBV_WC_MW_BIND_ERR;
     o->status = code;
     LITE_INFO("rdma rank %d: one-sided op to rank %d refused (%s); re-arming rail %u", t->rank,
               c->peer, ibv_wc_status_str(st), rail);
@@ -345,7 +349,8 @@ void lite_rdma_rma_rearmed(struct lite_transport *t, struct lite_rdma_conn *c, u
     c->rearm_op[rail] = NULL;
     /* the refused op: its WR and whatever else of it was queued on this rail end here */
     if (failed) {
-        failed->status = code;
+        if (!c->rearm_local[rail])
+            failed->status = code;
         op_abandon(failed);
     }
     for (uint32_t i = 0; i < n; i++) {

@@ -758,16 +758,18 @@ static int give_up(struct lite_ctx *ctx, struct lite_request *r, lite_status_t *
         memcpy(ctx->last_error, detail, sizeof(detail));
         return -ETIMEDOUT;
     }
+    /* what the log names: the wait releases r */
+    const char *what = r->kind == LITE_REQ_SEND ? "send to" : "recv from";
+    int peer = r->peer;
+    unsigned long long tag = (unsigned long long)r->tag;
     int rc = lite_wait(ctx, r, ctx->s.op_timeout_ms, st);
     if (rc == -ETIMEDOUT)
         LITE_ERROR("rank %d: %s rank %d (tag %#llx) still moves bytes after its timeout; its "
                    "buffer stays in use until it ends",
-                   ctx->s.rank, r->kind == LITE_REQ_SEND ? "send to" : "recv from", r->peer,
-                   (unsigned long long)r->tag);
+                   ctx->s.rank, what, peer, tag);
     else if (rc == 0)
         LITE_INFO("rank %d: %s rank %d (tag %#llx) ended after its timeout, with its data",
-                  ctx->s.rank, r->kind == LITE_REQ_SEND ? "send to" : "recv from", r->peer,
-                  (unsigned long long)r->tag);
+                  ctx->s.rank, what, peer, tag);
     return rc;
 }
 

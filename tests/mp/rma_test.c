@@ -4,6 +4,7 @@
  *
  * Run: litetx-run -n N rma_test             (N = 2..4)
  *      litetx-run -n 2 rma_test sustained   (a long stream of 1 MiB writes, rank 0 -> 1)
+ *      litetx-run -n 2 rma_test flush_dereg (the target drops a region once its writes are in)
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -400,12 +401,67 @@ static void sustained(lite_ctx_t *ctx)
     sustained_phase(ctx, 16u << 10, 0x5001, SUSTAIN_S / 2);
 }
 
+/*
+ * The ImmCounter contract lets a target deregister a region as soon as it has counted the
+ * immediates of the writes into it, while the writer goes on writing elsewhere. Rank 0 posts a
+ * burst of small writes with an immediate into region A of rank 1 and then naps without
+ * progress; rank 1 counts them and deregisters A at once; then rank 0 progresses and writes on
+ * into rank 1's window. With batched acknowledgements (tcp;ofi_rxm) the burst's first write
+ * asks for an acknowledgement and the rest wait for a later one, which a 0-byte "flush" write
+ * asks for once the first one's arrives: that write must not aim at A (tcp checks its key even
+ * for 0 bytes and drops the connection, and every write waiting would end with a lost peer).
+ */
+static void flush_dereg(lite_ctx_t *ctx)
+{
+    enum { ROUNDS = 4, BURST = 8, WLEN = 64, A_LEN = BURST * WLEN };
+    for (int round = 0; round < ROUNDS; round++) {
+        uint32_t imm = 0x7100 + (uint32_t)round;
+        uint8_t *a = calloc(1, A_LEN);
+        CHECK(a, "oom");
+        lite_mr_t *a_mr;
+        lite_rdesc_t ad[2];
+        CHECK_RC(ctx, lite_mr_reg(ctx, a, A_LEN, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &a_mr));
+        CHECK_RC(ctx, lite_mr_exchange(ctx, a_mr, ad, 30000));
+        lite_request_t *r, *w[BURST];
+        if (me == 0) {
+            /* the key is confirmed first, so the burst goes out while it is posted */
+            CHECK_RC(ctx, lite_write(ctx, 1, src_mr, 0, &ad[1], 0, WLEN, &r));
+            CHECK_RC(ctx, lite_wait(ctx, r, 30000, NULL));
+            mp_fill(src, A_LEN, 0, 1, imm);
+            for (int i = 0; i < BURST; i++)
+                CHECK_RC(ctx, lite_write_imm(ctx, 1, src_mr, (size_t)i * WLEN, &ad[1],
+                                             (size_t)i * WLEN, WLEN, imm, &w[i]));
+            usleep(300000); /* rank 1 counts the burst and drops A meanwhile */
+            for (int i = 0; i < BURST; i++)
+                CHECK_RC(ctx, lite_wait(ctx, w[i], 30000, NULL));
+            for (int i = 0; i < BURST; i++)
+                CHECK_RC(ctx,
+                         lite_write(ctx, 1, src_mr, 0, &descs[1], (size_t)i * WLEN, WLEN, &w[i]));
+            for (int i = 0; i < BURST; i++)
+                CHECK_RC(ctx, lite_wait(ctx, w[i], 30000, NULL));
+        } else if (me == 1) {
+            CHECK_RC(ctx, lite_imm_wait(ctx, imm, BURST, 30000));
+            CHECK_RC(ctx, lite_mr_dereg(ctx, a_mr)); /* legal: every write counted is in place */
+            a_mr = NULL;
+            CHECK(mp_verify(a, A_LEN, 0, 1, imm) < 0, "round %d: the burst's bytes are wrong",
+                  round);
+        }
+        CHECK_RC(ctx, lite_barrier(ctx, 30000));
+        if (a_mr)
+            CHECK_RC(ctx, lite_mr_dereg(ctx, a_mr));
+        free(a);
+    }
+}
+
 int main(int argc, char **argv)
 {
     lite_ctx_t *ctx = mp_init();
     setup(ctx);
     bool stream = argc > 1 && !strcmp(argv[1], "sustained");
-    if (stream) {
+    if (argc > 1 && !strcmp(argv[1], "flush_dereg")) {
+        CHECK(n == 2, "flush_dereg runs with 2 ranks");
+        flush_dereg(ctx);
+    } else if (stream) {
         CHECK(n == 2, "sustained runs with 2 ranks");
         sustained(ctx);
     } else {
@@ -420,7 +476,7 @@ int main(int argc, char **argv)
     CHECK_RC(ctx, lite_mr_dereg(ctx, src_mr));
     int rc = lite_finalize(ctx);
     CHECK(rc == 0, "finalize: %s", lite_strerror(rc));
-    printf("rank %d: rma%s ok (%d ranks)\n", me, stream ? " sustained" : "", n);
+    printf("rank %d: rma%s%s ok (%d ranks)\n", me, argc > 1 ? " " : "", argc > 1 ? argv[1] : "", n);
     free(win);
     free(src);
     free(descs);

@@ -1,7 +1,8 @@
 /*
  * test_efa_plan.c - the EFA backend's pure logic (src/transports/efa/efa_plan.h): the striping
- * plan, the address blob, the message header and provider-name spelling. Header-only, so this
- * runs whether or not the backend (and libfabric) is built.
+ * plan, the address blob, the message header, the flush targets of the second HELLO and
+ * provider-name spelling. Header-only, so this runs whether or not the backend (and libfabric)
+ * is built.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -158,6 +159,56 @@ static void test_hdr(void **state)
     assert_int_equal(lite_efa_hdr_decode(b, sizeof(b), &g), -EPROTO);
 }
 
+/* The second HELLO's flush targets: bytes off the network, so every malformed form is refused. */
+static void test_flush_targets(void **state)
+{
+    struct lite_efa_flush f = {.nrails = 3}, g;
+    for (uint32_t i = 0; i < 3; i++) {
+        f.addr[i] = 0x7f0000001000ull + i;
+        f.key[i] = (uint64_t)(i + 1) << 32;
+    }
+    uint8_t b[512];
+    memset(b, 0xCC, sizeof(b));
+    assert_int_equal(lite_efa_flush_pack(&f, b, sizeof(b)), LITE_EFA_FLUSH_LEN(3));
+    assert_int_equal(LITE_EFA_FLUSH_LEN(3), 56);
+    assert_int_equal(lite_efa_flush_unpack(b, LITE_EFA_FLUSH_LEN(3), &g), 0);
+    assert_int_equal(g.nrails, 3);
+    for (uint32_t i = 0; i < 3; i++) {
+        assert_int_equal(g.addr[i], f.addr[i]);
+        assert_int_equal(g.key[i], f.key[i]);
+    }
+    /* padding after the targets (the warm-up HELLO is eager-sized) is ignored */
+    assert_int_equal(lite_efa_flush_unpack(b, sizeof(b), &g), 0);
+    /* every truncation is refused */
+    for (size_t l = 0; l < LITE_EFA_FLUSH_LEN(3); l++)
+        assert_int_equal(lite_efa_flush_unpack(b, l, &g), -EPROTO);
+    /* version, reserved bytes, rail count */
+    b[0] = 2;
+    assert_int_equal(lite_efa_flush_unpack(b, sizeof(b), &g), -EPROTO);
+    b[0] = 0;
+    assert_int_equal(lite_efa_flush_unpack(b, sizeof(b), &g), -EPROTO);
+    b[0] = LITE_EFA_FLUSH_VERSION;
+    for (int i = 2; i < 8; i++) {
+        b[i] = 1;
+        assert_int_equal(lite_efa_flush_unpack(b, sizeof(b), &g), -EPROTO);
+        b[i] = 0;
+    }
+    b[1] = LITE_MAX_RAILS + 1;
+    assert_int_equal(lite_efa_flush_unpack(b, sizeof(b), &g), -EPROTO);
+    b[1] = LITE_MAX_RAILS;
+    assert_int_equal(lite_efa_flush_unpack(b, LITE_EFA_FLUSH_LEN(LITE_MAX_RAILS) - 1, &g), -EPROTO);
+    assert_int_equal(lite_efa_flush_unpack(b, LITE_EFA_FLUSH_LEN(LITE_MAX_RAILS), &g), 0);
+    /* no targets: a peer that offers none */
+    struct lite_efa_flush none = {.nrails = 0};
+    assert_int_equal(lite_efa_flush_pack(&none, b, sizeof(b)), 8);
+    assert_int_equal(lite_efa_flush_unpack(b, 8, &g), 0);
+    assert_int_equal(g.nrails, 0);
+    /* packing refuses what does not fit */
+    assert_int_equal(lite_efa_flush_pack(&f, b, LITE_EFA_FLUSH_LEN(3) - 1), 0);
+    f.nrails = LITE_MAX_RAILS + 1;
+    assert_int_equal(lite_efa_flush_pack(&f, b, sizeof(b)), 0);
+}
+
 static void test_provider_names(void **state)
 {
     char out[64];
@@ -182,7 +233,7 @@ int main(void)
         cmocka_unit_test(test_plan_single),     cmocka_unit_test(test_plan_striped),
         cmocka_unit_test(test_plan_exhaustive), cmocka_unit_test(test_blob_roundtrip),
         cmocka_unit_test(test_blob_limits),     cmocka_unit_test(test_hdr),
-        cmocka_unit_test(test_provider_names),
+        cmocka_unit_test(test_provider_names),  cmocka_unit_test(test_flush_targets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -78,7 +78,21 @@ static void wait_some(struct lite_transport *t, int ms)
     t->nap_ns = nap * 2 > NAP_MAX_NS ? NAP_MAX_NS : nap * 2;
 }
 
+static int progress_body(struct lite_transport *t, int timeout_ms);
+
 static int efa_progress(struct lite_transport *t, int timeout_ms)
+{
+    bool was = t->in_progress;
+    t->in_progress = true;
+    int n = t->fail_due ? lite_efa_peer_fail_deferred(t) : 0;
+    int rc = progress_body(t, n ? 0 : timeout_ms);
+    if (rc >= 0 && t->fail_due)
+        n += lite_efa_peer_fail_deferred(t);
+    t->in_progress = was;
+    return rc < 0 ? rc : n + rc;
+}
+
+static int progress_body(struct lite_transport *t, int timeout_ms)
 {
     t->events = 0;
     int n = poll_once(t);
@@ -159,7 +173,8 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
     t->hmem = (info->caps & FI_HMEM) != 0;
     t->inject_size = info->tx_attr->inject_size;
     /* Batched write acknowledgements rely on the provider placing a peer's writes in order. */
-    t->dc_batch = t->cfg.dc_batch && (info->tx_attr->msg_order & FI_ORDER_RMA_WAW);
+    t->rma_waw = (info->tx_attr->msg_order & FI_ORDER_RMA_WAW) != 0;
+    t->dc_batch = t->cfg.dc_batch && t->rma_waw;
     size_t cqd = info->domain_attr->cq_data_size;
     /* The best path the provider allows, unless LITETX_EFA_IMM forces one (a forced path the
      * provider cannot take falls back to the message). */
@@ -206,6 +221,8 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
     }
     if (!rc)
         rc = lite_efa_msg_init(t);
+    if (!rc)
+        rc = lite_efa_dc_init(t);
     if (!rc && t->use_wait) {
         t->epfd = epoll_create1(EPOLL_CLOEXEC);
         for (uint32_t r = 0; r < t->nrails && t->epfd >= 0; r++) {
@@ -291,8 +308,20 @@ static int wait_hellos(struct lite_transport *t, uint8_t n, bool sent, int64_t d
     }
 }
 
+static int connect_all_body(struct lite_transport *t, const void *const *blobs, const size_t *lens,
+                            int64_t deadline, char *why, size_t why_len);
+
 static int efa_connect_all(struct lite_transport *t, const void *const *blobs, const size_t *lens,
                            int64_t deadline, char *why, size_t why_len)
+{
+    t->in_progress = true; /* init: a failure is reported as it happens */
+    int rc = connect_all_body(t, blobs, lens, deadline, why, why_len);
+    t->in_progress = false;
+    return rc;
+}
+
+static int connect_all_body(struct lite_transport *t, const void *const *blobs, const size_t *lens,
+                            int64_t deadline, char *why, size_t why_len)
 {
     for (int p = 0; p < t->world; p++) {
         struct lite_efa_blob b;
@@ -333,10 +362,16 @@ static int efa_connect_all(struct lite_transport *t, const void *const *blobs, c
         return rc;
     /* A second HELLO carries a full eager payload, so that providers allocate their pools for
      * large eager messages (tcp;ofi_rxm: ~32 MiB for its rendezvous path, once) during init
-     * rather than in the middle of traffic. */
+     * rather than in the middle of traffic. It starts with this rank's flush targets. */
+    _Static_assert(LITE_EFA_FLUSH_LEN(LITE_MAX_RAILS) <= LITE_EFA_EAGER_MIN,
+                   "the flush targets fit the smallest eager payload");
     uint8_t *warm = calloc(1, t->cfg.eager_max);
     if (!warm)
         return -ENOMEM;
+    if (lite_efa_dc_hello(t, warm, t->cfg.eager_max) == 0) {
+        free(warm);
+        return -EINVAL;
+    }
     for (int p = 0; p < t->world && !rc; p++)
         if (p != t->rank)
             rc = lite_efa_ctl_send(t, p, LITE_EFA_T_HELLO, 0, warm, t->cfg.eager_max);
@@ -366,6 +401,9 @@ static void efa_close(struct lite_transport *t)
     if (!t)
         return;
     t->closing = true;
+    t->in_progress = true;
+    if (t->fail_due)
+        lite_efa_peer_fail_deferred(t);
     if (t->peers && t->nrails) {
         /* Orderly end: a BYE each way, after everything already posted, so neither side closes
          * its endpoint while the other still has something on its way to it. */
@@ -388,6 +426,7 @@ static void efa_close(struct lite_transport *t)
     lite_efa_qcache_fini(t);
     lite_efa_msg_fini(t);
     lite_efa_mr_fini(t);
+    lite_efa_dc_fini(t); /* before the domains */
     for (int p = 0; t->peers && p < t->world; p++)
         lite_efa_peer_fini(t, p);
     for (uint32_t r = 0; r < LITE_MAX_RAILS; r++)

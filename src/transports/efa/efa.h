@@ -30,6 +30,10 @@
 
 /* ---- configuration (efa_cfg.c) ---- */
 
+/* Smallest eager payload: every control message must fit one eager buffer (the second HELLO's
+ * flush targets: LITE_EFA_FLUSH_LEN(8) = 136 bytes; QREPLY: 96). */
+#define LITE_EFA_EAGER_MIN 256
+
 struct efa_cfg {
     char provider[64];   /* as fi_getinfo wants it, e.g. "tcp;ofi_rxm" */
     uint32_t rails;      /* rails asked for (LITETX_EFA_RAILS) */
@@ -177,12 +181,14 @@ struct efa_dc {
     uint64_t confirmed;                 /* every write up to this number is in place */
     uint64_t inflight;                  /* the delivery-complete write on its way (0: none) */
     struct efa_piece *wait, *wait_tail; /* sent, not yet confirmed, in posting order */
-    uint64_t raddr, rkey;               /* where the last write went: a flush writes 0 bytes */
+    uint64_t faddr, fkey;               /* the peer's flush region on this rail (its HELLO) */
     struct efa_ctx flush;               /* context of the 0-byte flush write */
     uint64_t flush_seq;                 /* its number */
     int peer;
     uint32_t rail;
-    bool flush_due; /* the flush met -FI_EAGAIN: progress retries it */
+    bool fready;     /* faddr/fkey known: writes may share acknowledgements */
+    bool flush_busy; /* the flush write is with the provider: its context is taken */
+    bool flush_due;  /* the flush met -FI_EAGAIN: progress retries it */
 };
 
 struct efa_rma {
@@ -219,7 +225,9 @@ struct efa_qent {
 /* ---- peers ---- */
 
 struct efa_peer {
-    bool dead;      /* the pair is broken: nothing more is posted */
+    bool dead;     /* the pair is broken: nothing more is posted */
+    int fail_code; /* it broke outside progress: failed at the next progress (efa_peer.c) */
+    char fail_why[96];
     bool lost;      /* the core was told the peer is gone (dead, or it said BYE) */
     uint8_t hellos; /* HELLOs received (connect_all: 1 = connected, 2 = warmed up) */
     bool hello_sent;
@@ -235,6 +243,8 @@ struct efa_peer {
     struct efa_dc dc[LITE_MAX_RAILS]; /* batched write acknowledgements per rail */
     struct efa_qent *qcache[EFA_QBUCKETS];
     uint32_t next_ack_id;
+    uint32_t rma_queued;  /* pieces of this peer's ops in the retry list (t->piece_retry) */
+    uint32_t rma_blocked; /* the lite_efa_rma_flush pass in which the provider refused one */
     /* liveness (efa_peer.c) */
     int64_t last_tx_ns;
     bool ka_out;
@@ -296,11 +306,16 @@ struct lite_transport {
     size_t tx_size;
     /* stripes to post after -FI_EAGAIN */
     struct efa_piece *piece_retry, *piece_retry_tail;
+    uint32_t rma_pass; /* lite_efa_rma_flush passes (efa_peer.rma_blocked) */
+    /* the region peers' batched-acknowledgement flushes write 0 bytes to (efa_rma.c) */
+    uint8_t *flush_mem;
+    struct efa_mr *flush_mr;
     /* one-sided ops finished inside rma_post, reported from the next progress */
     struct efa_rma *rma_later;
     struct efa_rma *rma_free; /* released op records kept for reuse (efa_rma.c) */
     int rma_nfree;
-    bool dc_batch;   /* write acknowledgements batched (cfg.dc_batch and FI_ORDER_RMA_WAW) */
+    bool rma_waw;    /* the provider places a peer's writes in order (FI_ORDER_RMA_WAW) */
+    bool dc_batch;   /* write acknowledgements batched (cfg.dc_batch and rma_waw) */
     bool dc_retry;   /* a flush write waits for the provider (efa_dc.flush_due) */
     bool av_is_rank; /* fi_addr == rank on every rail (FI_AV_TABLE in rank order) */
     /* registered regions by core key */
@@ -308,6 +323,8 @@ struct lite_transport {
     uint32_t rma_rr;    /* rail of the next unstriped op */
     bool flush_pending; /* a post met -FI_EAGAIN: some peer's queue waits */
     bool closing;
+    bool in_progress; /* inside progress, connect_all or close: failures are reported at once */
+    bool fail_due;    /* some peer has a deferred failure (efa_peer.fail_code) */
     int64_t next_tick_ns;
     int64_t clock_ns;    /* lite_efa_clock() when progress last read it (posts stamp with it) */
     uint32_t polls_left; /* polls until progress reads the clock again */
@@ -358,13 +375,18 @@ int lite_efa_msg_send(struct lite_transport *t, int peer, const struct lite_msg_
 /* An internal message (HELLO, BYE, QUERY, ...) with a small payload copied at once. */
 int lite_efa_ctl_send(struct lite_transport *t, int peer, uint8_t type, uint64_t tag,
                       const void *payload, size_t len);
+/* The same for a message the peer waits for (a reply, an invalidation): if it cannot be sent,
+ * the peer is failed rather than left waiting. */
+void lite_efa_ctl_must(struct lite_transport *t, int peer, uint8_t type, uint64_t tag,
+                       const void *payload, size_t len);
 /* Post what waits in the peers' queues (after -FI_EAGAIN). Returns posts made. */
 int lite_efa_msg_flush(struct lite_transport *t);
 /* Repost the receive buffers whose messages were handled (or refused with -FI_EAGAIN). */
 int lite_efa_rx_flush(struct lite_transport *t);
 void lite_efa_rx_done(struct lite_transport *t, struct efa_rxbuf *b, size_t len);
 void lite_efa_tx_done(struct lite_transport *t, struct efa_tx *x, bool big_part, int status);
-void lite_efa_bigrx_done(struct lite_transport *t, struct efa_bigrx *b, int status);
+/* len: the bytes the tagged receive took (a discarded payload's are not checked). */
+void lite_efa_bigrx_done(struct lite_transport *t, struct efa_bigrx *b, int status, size_t len);
 void lite_efa_rx_repost(struct lite_transport *t, struct efa_rxbuf *b);
 /* Fail what the peer owes on the message side (efa_peer.c calls it). */
 void lite_efa_msg_peer_failed(struct lite_transport *t, int peer, int code);
@@ -374,6 +396,13 @@ int lite_efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, voi
 void lite_efa_piece_done(struct lite_transport *t, struct efa_piece *p, int status);
 /* The 0-byte write that confirms batched writes completed (efa_cq.c dispatches it). */
 void lite_efa_dc_flush_done(struct lite_transport *t, struct efa_ctx *c, int status);
+/* This rank's flush region (open; rma_waw providers only), and its announcement to peers. */
+int lite_efa_dc_init(struct lite_transport *t);
+void lite_efa_dc_fini(struct lite_transport *t);
+/* Pack our flush targets into out[cap] (the second HELLO); the length, 0 if it does not fit. */
+size_t lite_efa_dc_hello(struct lite_transport *t, uint8_t *out, size_t cap);
+/* A peer's flush targets arrived: batching towards it may start. */
+void lite_efa_dc_learn(struct lite_transport *t, int peer, const struct lite_efa_flush *f);
 int lite_efa_rma_flush(struct lite_transport *t);
 /* Control messages of the key protocol and the immediate fallback. */
 void lite_efa_rma_ctl(struct lite_transport *t, int peer, const struct lite_efa_hdr *h,
@@ -386,6 +415,11 @@ void lite_efa_qcache_fini(struct lite_transport *t);
 int lite_efa_err(int fi_code);
 /* Does this error mean the peer cannot be reached any more? */
 bool lite_efa_err_is_conn(int fi_code);
+/* The code an op owed by a peer ends with (and the peer fails with) when the pair broke under
+ * it: a cancel (tcp flushes what was on a connection that broke with FI_ECANCELED) is a lost
+ * peer unless this side is closing; other codes (connection errors are already
+ * -LITE_ERR_PEER_LOST) stay. */
+int lite_efa_loss_code(const struct lite_transport *t, int code);
 int lite_efa_cq_poll(struct lite_transport *t);
 
 /* efa_peer.c */
@@ -393,6 +427,8 @@ void lite_efa_peer_init(struct lite_transport *t, int peer, const struct lite_ef
 void lite_efa_peer_fini(struct lite_transport *t, int peer);
 /* The peer is unusable: complete what it owes with `code` and tell the core once. */
 void lite_efa_peer_fail(struct lite_transport *t, int peer, int code, const char *why);
+/* Fail the peers whose failure came outside progress; returns how many. */
+int lite_efa_peer_fail_deferred(struct lite_transport *t);
 /* A post to `peer` returned -FI_EAGAIN (stuck) or went through (!stuck). */
 void lite_efa_peer_stuck(struct lite_transport *t, int peer, bool stuck);
 /* Keepalives, probes and pid watching; run every few milliseconds from progress. */

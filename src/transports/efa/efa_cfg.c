@@ -72,9 +72,15 @@ int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len)
         rc = env_u64("LITETX_RNDV_THRESHOLD", DEFAULT_EAGER, 64, 1ull << 30, &rndv, why, why_len);
     if (!rc)
         rc = env_u64("LITETX_EFA_RAILS", 1, 1, LITE_MAX_RAILS, &rails, why, why_len);
+    /* Control messages travel in eager buffers too (a key confirmation's reply is 96 bytes with
+     * 8 rails): below LITE_EFA_EAGER_MIN one could not be sent and its peer would wait for
+     * ever. A small rendezvous threshold only lowers the default to that floor. */
+    uint64_t eager_def = rndv < DEFAULT_EAGER ? rndv : DEFAULT_EAGER;
+    if (eager_def < LITE_EFA_EAGER_MIN)
+        eager_def = LITE_EFA_EAGER_MIN;
     if (!rc)
-        rc = env_u64("LITETX_EFA_EAGER_MAX", rndv < DEFAULT_EAGER ? rndv : DEFAULT_EAGER, 64,
-                     1u << 20, &eager, why, why_len);
+        rc = env_u64("LITETX_EFA_EAGER_MAX", eager_def, LITE_EFA_EAGER_MIN, 1u << 20, &eager, why,
+                     why_len);
     if (!rc)
         rc = env_u64("LITETX_CREDITS", 64, 2, 65535, &credits, why, why_len);
     if (!rc)

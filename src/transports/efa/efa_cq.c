@@ -74,6 +74,11 @@ bool lite_efa_err_is_conn(int fi_code)
     }
 }
 
+int lite_efa_loss_code(const struct lite_transport *t, int code)
+{
+    return code == -LITE_ERR_CANCELLED && !t->closing ? -LITE_ERR_PEER_LOST : code;
+}
+
 /* The rank behind a source address (FI_SOURCE), or -1. */
 static int rank_of(struct lite_transport *t, uint32_t rail, fi_addr_t a)
 {
@@ -130,7 +135,7 @@ static void dispatch(struct lite_transport *t, uint32_t rail, const struct fi_cq
         lite_efa_tx_done(t, (struct efa_tx *)((char *)c - offsetof(struct efa_tx, big_c)), true, 0);
         break;
     case CTX_BIGRX:
-        lite_efa_bigrx_done(t, (struct efa_bigrx *)c, 0);
+        lite_efa_bigrx_done(t, (struct efa_bigrx *)c, 0, e->len);
         break;
     case CTX_PIECE:
         lite_efa_piece_done(t, (struct efa_piece *)c, 0);
@@ -179,7 +184,7 @@ static void dispatch_err(struct lite_transport *t, uint32_t rail)
     case CTX_BIGRX: {
         struct efa_bigrx *g = (struct efa_bigrx *)c;
         /* A discarded payload is truncated into scratch on purpose. */
-        lite_efa_bigrx_done(t, g, g->discard && e.err == FI_ETRUNC ? 0 : code);
+        lite_efa_bigrx_done(t, g, g->discard && e.err == FI_ETRUNC ? 0 : code, e.len);
         break;
     }
     case CTX_PIECE:

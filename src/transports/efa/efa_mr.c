@@ -210,10 +210,11 @@ int lite_efa_mr_dereg(struct lite_transport *t, void *handle)
     if (!m)
         return 0;
     /* Peers that learned this region's keys drop them, so their next op asks again and hears
-     * "no such key" instead of putting a dead key on the wire. */
+     * "no such key" instead of putting a dead key on the wire (one that cannot be told is
+     * failed: its provider would drop the pair at that key). */
     for (int p = 0; p < t->world; p++)
         if (m->told && (m->told[p / 8] >> (p % 8) & 1) && !t->peers[p].dead)
-            lite_efa_ctl_send(t, p, LITE_EFA_T_INVAL, m->core_key, NULL, 0);
+            lite_efa_ctl_must(t, p, LITE_EFA_T_INVAL, m->core_key, NULL, 0);
     lite_efa_mr_free(t, m);
     return 0;
 }

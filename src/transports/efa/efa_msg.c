@@ -266,7 +266,7 @@ static int flush_peer(struct lite_transport *t, int peer)
                 p->txq_tail = x;
             char why[128];
             lite_fmt(why, sizeof(why), "send to rank %d failed: %s", peer, fi_strerror(-rc));
-            lite_efa_peer_fail(t, peer, lite_efa_err(rc), why);
+            lite_efa_peer_fail(t, peer, lite_efa_loss_code(t, lite_efa_err(rc)), why);
             break;
         }
     }
@@ -396,6 +396,19 @@ int lite_efa_ctl_send(struct lite_transport *t, int peer, uint8_t type, uint64_t
     return 0;
 }
 
+void lite_efa_ctl_must(struct lite_transport *t, int peer, uint8_t type, uint64_t tag,
+                       const void *payload, size_t len)
+{
+    int rc = lite_efa_ctl_send(t, peer, type, tag, payload, len);
+    if (rc && !t->peers[peer].dead) {
+        char why[128];
+        lite_fmt(why, sizeof(why), "control message (type %u) to rank %d could not be sent: %s",
+                 type, peer, lite_strerror(rc));
+        LITE_ERROR("%s rank %d: %s", EFA_LOG, t->rank, why);
+        lite_efa_peer_fail(t, peer, rc, why);
+    }
+}
+
 void lite_efa_tx_done(struct lite_transport *t, struct efa_tx *x, bool big_part, int status)
 {
     if (status && !x->status)
@@ -404,7 +417,7 @@ void lite_efa_tx_done(struct lite_transport *t, struct efa_tx *x, bool big_part,
         return;
     struct efa_peer *p = &t->peers[x->peer];
     inflight_del(p, x);
-    int peer = x->peer, st = x->status;
+    int peer = x->peer, st = lite_efa_loss_code(t, x->status);
     void *op = x->orphan ? NULL : x->op;
     uint8_t type = x->type;
     tx_put(t, x);
@@ -445,7 +458,7 @@ static void big_post(struct lite_transport *t, struct efa_bigrx *g)
         char why[128];
         lite_fmt(why, sizeof(why), "receive of a large message from rank %d failed: %s", g->peer,
                  fi_strerror((int)-rc));
-        lite_efa_peer_fail(t, g->peer, lite_efa_err((int)rc), why);
+        lite_efa_peer_fail(t, g->peer, lite_efa_loss_code(t, lite_efa_err((int)rc)), why);
         return;
     }
     g->posted = true;
@@ -520,13 +533,23 @@ static void deliver(struct lite_transport *t, int peer, struct efa_rxbuf *b)
             bad = "large message refused";
         break;
     case LITE_EFA_T_HELLO:
+        /* The second one carries the peer's flush targets (efa_plan.h), checked before use. */
+        if (plen) {
+            struct lite_efa_flush f;
+            if (lite_efa_flush_unpack(payload, plen, &f) != 0) {
+                rc = -LITE_ERR_PROTOCOL;
+                bad = "malformed HELLO";
+                break;
+            }
+            lite_efa_dc_learn(t, peer, &f);
+        }
         /* The lower rank speaks first, so each pair connects once: tcp;ofi_rxm mishandles
          * connections opened from both ends at the same moment. */
         if (p->hellos < 255)
             p->hellos++;
         if (!p->hello_sent && !p->dead) {
             p->hello_sent = true;
-            lite_efa_ctl_send(t, peer, LITE_EFA_T_HELLO, 0, NULL, 0);
+            lite_efa_ctl_must(t, peer, LITE_EFA_T_HELLO, 0, NULL, 0);
         }
         break;
     case LITE_EFA_T_BYE:
@@ -612,7 +635,7 @@ void lite_efa_rx_done(struct lite_transport *t, struct efa_rxbuf *b, size_t len)
     drain(t, src);
 }
 
-void lite_efa_bigrx_done(struct lite_transport *t, struct efa_bigrx *g, int status)
+void lite_efa_bigrx_done(struct lite_transport *t, struct efa_bigrx *g, int status, size_t len)
 {
     if (g->mr)
         fi_close(&g->mr->fid);
@@ -624,11 +647,20 @@ void lite_efa_bigrx_done(struct lite_transport *t, struct efa_bigrx *g, int stat
     struct efa_peer *p = &t->peers[peer];
     p->bigrx = NULL;
     void *token = g->token;
-    free(g);
-    if (status) {
-        char why[128];
+    char why[128] = "";
+    if (!status && !g->discard && len != g->len) {
+        /* Fewer bytes than the header announced: the core would take stale memory for them. */
+        lite_fmt(why, sizeof(why),
+                 "large message from rank %d: %zu bytes arrived of the %llu announced", peer, len,
+                 (unsigned long long)g->len);
+        status = -LITE_ERR_PROTOCOL;
+    } else if (status) {
+        status = lite_efa_loss_code(t, status);
         lite_fmt(why, sizeof(why), "large message from rank %d failed: %s", peer,
                  lite_strerror(status));
+    }
+    free(g);
+    if (status) {
         lite_efa_peer_fail(t, peer, status, why);
         return;
     }
@@ -668,6 +700,11 @@ void lite_efa_msg_peer_failed(struct lite_transport *t, int peer, int code)
         if (x->inflight) {
             x->orphan = true;
             x->parts -= x->big && !x->big_posted;
+            if (x->parts == 0) {
+                /* The header's completion came already: nothing more will. */
+                inflight_del(p, x);
+                tx_put(t, x);
+            }
         } else {
             tx_put(t, x);
         }

@@ -73,6 +73,17 @@ void lite_efa_peer_fail(struct lite_transport *t, int peer, int code, const char
     struct efa_peer *p = &t->peers[peer];
     if (p->dead)
         return;
+    if (!t->in_progress) {
+        /* A provider refused a post at once, inside msg_send / rma_post / mr_dereg: the op is
+         * listed, and the next progress fails the peer with everything owed to it (the core
+         * hears of failures only from inside progress, transport.h). */
+        if (!p->fail_code) {
+            p->fail_code = code ? code : -LITE_ERR_PEER_LOST;
+            lite_fmt(p->fail_why, sizeof(p->fail_why), "%s", why);
+        }
+        t->fail_due = true;
+        return;
+    }
     p->dead = true;
     bool told = p->lost;
     p->lost = true;
@@ -89,6 +100,24 @@ void lite_efa_peer_fail(struct lite_transport *t, int peer, int code, const char
     if (!t->closing && !told)
         t->up->peer_failed(t->core, peer, code, why);
     t->events++;
+}
+
+int lite_efa_peer_fail_deferred(struct lite_transport *t)
+{
+    int n = 0;
+    t->fail_due = false;
+    for (int i = 0; i < t->world; i++) {
+        struct efa_peer *p = &t->peers[i];
+        if (p->fail_code) {
+            int code = p->fail_code;
+            char why[sizeof(p->fail_why)];
+            memcpy(why, p->fail_why, sizeof(why));
+            p->fail_code = 0;
+            lite_efa_peer_fail(t, i, code, why);
+            n++;
+        }
+    }
+    return n;
 }
 
 void lite_efa_peer_stuck(struct lite_transport *t, int peer, bool stuck)

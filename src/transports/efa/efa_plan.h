@@ -4,6 +4,7 @@
  *   - the striping plan that cuts a large write into one stripe per rail,
  *   - the address blob that packs every rail's fi_getname() into one bootstrap blob,
  *   - the 32-byte message header that travels in front of every eager payload,
+ *   - the flush targets a peer announces in its second HELLO (batched acknowledgements),
  *   - the spelling of provider names ("tcp" means libfabric's "tcp;ofi_rxm").
  */
 #ifndef LITE_EFA_PLAN_H
@@ -198,6 +199,58 @@ static inline int lite_efa_hdr_decode(const uint8_t *in, size_t got, struct lite
     h->seq = lite_get32(in + 12);
     h->tag = lite_get64(in + 16);
     h->len = lite_get64(in + 24);
+    return 0;
+}
+
+/* ---- flush targets (the payload of the second HELLO) ----
+ *
+ * Where a peer's batched-acknowledgement flush (a 0-byte delivery-complete write, efa_rma.c)
+ * may aim on each rail: a small region the sender's transport owns for its whole life, so a
+ * flush never names a region the application may have deregistered. Little-endian:
+ *   u8 version | u8 nrails (0: no flush target, do not batch) | u16 0 | u32 0
+ *   then per rail: u64 address (as the provider wants it: virtual or offset) | u64 key
+ * The rest of the payload (the HELLO is padded to the eager size) is ignored.
+ */
+#define LITE_EFA_FLUSH_VERSION 1
+#define LITE_EFA_FLUSH_LEN(n)  (8 + 16 * (size_t)(n))
+
+struct lite_efa_flush {
+    uint32_t nrails;
+    uint64_t addr[LITE_MAX_RAILS];
+    uint64_t key[LITE_MAX_RAILS];
+};
+
+/* Pack into out[cap]; the length written, or 0 when it does not fit or nrails is too large. */
+static inline size_t lite_efa_flush_pack(const struct lite_efa_flush *f, uint8_t *out, size_t cap)
+{
+    if (f->nrails > LITE_MAX_RAILS || cap < LITE_EFA_FLUSH_LEN(f->nrails))
+        return 0;
+    memset(out, 0, 8);
+    out[0] = LITE_EFA_FLUSH_VERSION;
+    out[1] = (uint8_t)f->nrails;
+    for (uint32_t i = 0; i < f->nrails; i++) {
+        lite_put64(out + 8 + 16 * i, f->addr[i]);
+        lite_put64(out + 16 + 16 * i, f->key[i]);
+    }
+    return LITE_EFA_FLUSH_LEN(f->nrails);
+}
+
+/* Unpack `len` bytes off the network; -EPROTO for anything malformed. */
+static inline int lite_efa_flush_unpack(const uint8_t *in, size_t len, struct lite_efa_flush *f)
+{
+    if (len < LITE_EFA_FLUSH_LEN(0) || in[0] != LITE_EFA_FLUSH_VERSION || in[1] > LITE_MAX_RAILS)
+        return -EPROTO;
+    for (int i = 2; i < 8; i++)
+        if (in[i] != 0)
+            return -EPROTO;
+    if (len < LITE_EFA_FLUSH_LEN(in[1]))
+        return -EPROTO;
+    memset(f, 0, sizeof(*f));
+    f->nrails = in[1];
+    for (uint32_t i = 0; i < f->nrails; i++) {
+        f->addr[i] = lite_get64(in + 8 + 16 * i);
+        f->key[i] = lite_get64(in + 16 + 16 * i);
+    }
     return 0;
 }
 

@@ -35,6 +35,10 @@
 #define STRIPE_ALIGN  4096
 #define DC_BATCH_MAX  (256 * 1024) /* writes this large always ask for their own acknowledgement */
 #define QREPLY_LEN(n) (32 + 8 * (n))
+#define FLUSH_LEN     64 /* bytes of this rank's flush region (peers write 0 bytes to it) */
+
+_Static_assert(QREPLY_LEN(LITE_MAX_RAILS) <= LITE_EFA_EAGER_MIN,
+               "a key confirmation's reply fits the smallest eager payload");
 
 /* ---- the initiator's cache of confirmed regions ---- */
 
@@ -166,8 +170,9 @@ static int post_piece(struct lite_transport *t, struct efa_piece *pc)
         struct efa_dc *d = &t->peers[m->peer].dc[pc->rail];
         /* Batched: a write asks for its acknowledgement when none is on its way, or when it
          * is large enough that one acknowledgement more costs nothing (1 MiB writes on
-         * tcp;ofi_rxm ran ~25 % slower batched). */
-        bool dc = !t->dc_batch || !d->inflight || pc->len >= DC_BATCH_MAX;
+         * tcp;ofi_rxm ran ~25 % slower batched), or while the peer's flush region is not
+         * known (nothing could ask for a later acknowledgement). */
+        bool dc = !t->dc_batch || !d->fready || !d->inflight || pc->len >= DC_BATCH_MAX;
         if (dc)
             flags |= FI_DELIVERY_COMPLETE;
         if (m->r.has_imm && !m->imm_after) {
@@ -180,8 +185,6 @@ static int post_piece(struct lite_transport *t, struct efa_piece *pc)
             pc->dc = dc;
             if (dc)
                 d->inflight = pc->seq;
-            d->raddr = riov.addr;
-            d->rkey = riov.key;
         }
     } else {
         rc = fi_readmsg(r->ep, &msg, flags);
@@ -193,6 +196,7 @@ static int post_piece(struct lite_transport *t, struct efa_piece *pc)
 
 static void retry_push(struct lite_transport *t, struct efa_piece *pc)
 {
+    t->peers[pc->parent->peer].rma_queued++;
     pc->next_retry = NULL;
     if (t->piece_retry_tail)
         t->piece_retry_tail->next_retry = pc;
@@ -276,16 +280,29 @@ static void start(struct lite_transport *t, struct efa_rma *m, const struct efa_
     }
     for (uint32_t i = 0; i < n; i++) {
         struct efa_piece *pc = &m->piece[i];
-        int rc = t->piece_retry ? -FI_EAGAIN : post_piece(t, pc);
+        /* Behind this peer's queued stripes, so its ops go out in order; other peers' queues
+         * do not hold it up. */
+        bool queued = p->rma_queued > 0;
+        int rc = queued ? -FI_EAGAIN : post_piece(t, pc);
         if (rc == -FI_EAGAIN) {
+            if (!queued)
+                lite_efa_peer_stuck(t, m->peer, true); /* counts towards liveness, as messages */
             retry_push(t, pc);
         } else if (rc) {
             /* Stripes already posted complete later; the rest count as failed now. */
-            m->status = lite_efa_err(rc);
+            int peer = m->peer;
+            m->status = lite_efa_loss_code(t, lite_efa_err(rc));
             m->left -= n - i;
             if (m->left == 0)
                 finish(t, m, m->status, later);
+            /* A refused connection (tcp;ofi_rxm: the peer is gone) breaks the pair, as a
+             * refused message does. */
+            if (lite_efa_err_is_conn(rc) && !t->closing)
+                lite_efa_peer_fail(t, peer, -LITE_ERR_PEER_LOST,
+                                   "one-sided op: connection refused");
             return;
+        } else {
+            lite_efa_peer_stuck(t, m->peer, false);
         }
     }
 }
@@ -335,6 +352,11 @@ int lite_efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, voi
         q->key = r->remote_core_key;
         q->state = QENT_PENDING;
         int rc = lite_efa_ctl_send(t, r->peer, LITE_EFA_T_QUERY, q->key, NULL, 0);
+        /* The provider may refuse the post at once (tcp;ofi_rxm: connect() to a peer that just
+         * died) and the peer is failed inside the send, before this op is on any list that
+         * would end it. */
+        if (!rc && (p->dead || p->lost))
+            rc = -LITE_ERR_PEER_LOST;
         if (rc) {
             free(q);
             rma_drop(t, m);
@@ -368,8 +390,16 @@ int lite_efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, voi
  * same endpoint: a write asks for one only when none is on its way; the others complete
  * (locally) when sent and wait on the rail's list until an acknowledgement covers them. When an
  * acknowledgement arrives and sent writes are still uncovered, a 0-byte delivery-complete write
- * to the last write's place ("flush") asks for the next. A burst of 64 writes thus costs two
- * acknowledgements instead of 64; a lone write asks for its own, as before. */
+ * ("flush") asks for the next. A burst of 64 writes thus costs two acknowledgements instead of
+ * 64; a lone write asks for its own, as before.
+ *
+ * The flush writes to the target's flush region, not to the last write's place: under the
+ * ImmCounter contract the target may deregister that region as soon as it has counted the
+ * immediates, and tcp checks the key even of a 0-byte write (tcpx_op_write -> ofi_mr_verify)
+ * and drops the whole connection when it fails. Every rank registers FLUSH_LEN bytes per rail
+ * for its whole life and announces (address, key) per rail in its second HELLO; batching towards
+ * a peer starts only once those are known. At most one flush per rail is with the provider (its
+ * context is one per rail). */
 
 static void piece_end(struct lite_transport *t, struct efa_piece *pc, int status);
 
@@ -393,11 +423,11 @@ static void dc_fail_waiting(struct lite_transport *t, struct efa_dc *d, int stat
 /* Post the flush if sent writes are uncovered and no acknowledgement is on its way. */
 static void dc_kick(struct lite_transport *t, struct efa_dc *d)
 {
-    if (!d->wait || d->inflight || t->peers[d->peer].dead)
+    if (!d->wait || d->inflight || d->flush_busy || t->peers[d->peer].dead)
         return;
     struct efa_rail *r = &t->rail[d->rail];
     /* No local buffer: nothing is read, so no registration has to outlive the last write. */
-    struct fi_rma_iov riov = {.addr = d->raddr, .len = 0, .key = d->rkey};
+    struct fi_rma_iov riov = {.addr = d->faddr, .len = 0, .key = d->fkey};
     struct fi_msg_rma msg = {.msg_iov = NULL,
                              .desc = NULL,
                              .iov_count = 0,
@@ -417,6 +447,7 @@ static void dc_kick(struct lite_transport *t, struct efa_dc *d)
         dc_fail_waiting(t, d, lite_efa_err((int)rc));
         return;
     }
+    d->flush_busy = true;
     d->inflight = d->flush_seq = ++d->posted;
 }
 
@@ -435,6 +466,7 @@ static void dc_confirm(struct lite_transport *t, struct efa_dc *d, uint64_t seq)
 void lite_efa_dc_flush_done(struct lite_transport *t, struct efa_ctx *c, int status)
 {
     struct efa_dc *d = (struct efa_dc *)((char *)c - offsetof(struct efa_dc, flush));
+    d->flush_busy = false;
     if (status) {
         if (d->inflight == d->flush_seq)
             d->inflight = 0;
@@ -445,11 +477,58 @@ void lite_efa_dc_flush_done(struct lite_transport *t, struct efa_ctx *c, int sta
     dc_confirm(t, d, d->flush_seq);
 }
 
+int lite_efa_dc_init(struct lite_transport *t)
+{
+    /* Only where a peer may batch: the provider must place writes in order. */
+    if (!t->rma_waw)
+        return 0;
+    t->flush_mem = aligned_alloc(FLUSH_LEN, FLUSH_LEN);
+    if (!t->flush_mem)
+        return -ENOMEM;
+    memset(t->flush_mem, 0, FLUSH_LEN);
+    /* An internal region (no core key: QUERY never names it) that peers may write: FI_MR_LOCAL,
+     * FI_MR_PROV_KEY and FI_MR_ENDPOINT are honoured by efa_mr.c as for every region. */
+    return lite_efa_mr_make(t, t->flush_mem, FLUSH_LEN, LITE_MEM_HOST, LITE_TP_ACCESS_REMOTE_WRITE,
+                            0, t->nrails, &t->flush_mr);
+}
+
+void lite_efa_dc_fini(struct lite_transport *t)
+{
+    lite_efa_mr_free(t, t->flush_mr);
+    t->flush_mr = NULL;
+    free(t->flush_mem);
+    t->flush_mem = NULL;
+}
+
+size_t lite_efa_dc_hello(struct lite_transport *t, uint8_t *out, size_t cap)
+{
+    struct lite_efa_flush f = {.nrails = t->flush_mr ? t->flush_mr->nrails : 0};
+    for (uint32_t i = 0; i < f.nrails; i++) {
+        /* The address as the provider wants it in a peer's write: virtual, or the offset. */
+        f.addr[i] = t->virt_addr ? (uint64_t)(uintptr_t)t->flush_mem : 0;
+        f.key[i] = t->flush_mr->rkey[i];
+    }
+    return lite_efa_flush_pack(&f, out, cap);
+}
+
+void lite_efa_dc_learn(struct lite_transport *t, int peer, const struct lite_efa_flush *f)
+{
+    struct efa_peer *p = &t->peers[peer];
+    for (uint32_t r = 0; r < f->nrails && r < p->nrails; r++) {
+        struct efa_dc *d = &p->dc[r];
+        d->faddr = f->addr[r];
+        d->fkey = f->key[r];
+        d->fready = true;
+    }
+}
+
 /* A write's or read's completion from the provider. */
 void lite_efa_piece_done(struct lite_transport *t, struct efa_piece *pc, int status)
 {
-    if (pc->seq) {
-        struct efa_dc *d = &t->peers[pc->parent->peer].dc[pc->rail];
+    struct efa_rma *m = pc->parent;
+    /* Once the peer failed, no acknowledgement will cover a write: it ends here. */
+    if (pc->seq && !m->orphan && !t->peers[m->peer].dead) {
+        struct efa_dc *d = &t->peers[m->peer].dc[pc->rail];
         if (!status && pc->dc) {
             dc_confirm(t, d, pc->seq);
         } else if (!status && pc->seq > d->confirmed) {
@@ -491,8 +570,7 @@ static void piece_end(struct lite_transport *t, struct efa_piece *pc, int status
         bool conn = st == -LITE_ERR_PEER_LOST || st == -LITE_ERR_CANCELLED;
         /* A provider cancels what was on a connection that broke (tcp: FI_ECANCELED): for the
          * application that is a lost peer, unless this side is closing. */
-        if (st == -LITE_ERR_CANCELLED && !t->closing)
-            st = -LITE_ERR_PEER_LOST;
+        st = lite_efa_loss_code(t, st);
         finish(t, m, st, false);
         if (conn && !t->peers[peer].dead && !t->closing)
             lite_efa_peer_fail(t, peer, -LITE_ERR_PEER_LOST, "one-sided op: connection lost");
@@ -510,16 +588,33 @@ static void piece_end(struct lite_transport *t, struct efa_piece *pc, int status
 int lite_efa_rma_flush(struct lite_transport *t)
 {
     int n = 0;
-    while (t->piece_retry) {
-        struct efa_piece *pc = t->piece_retry;
+    /* In order per peer; a peer whose post is refused keeps the rest of its stripes back for
+     * this pass, but not other peers' (a dead peer on tcp refuses for as long as it takes to
+     * notice). */
+    uint32_t pass = ++t->rma_pass ? t->rma_pass : ++t->rma_pass;
+    struct efa_piece **pp = &t->piece_retry, *prev = NULL;
+    while (*pp) {
+        struct efa_piece *pc = *pp;
         struct efa_rma *m = pc->parent;
-        int rc = m->orphan ? 0 : post_piece(t, pc);
-        if (rc == -FI_EAGAIN)
-            break;
-        t->piece_retry = pc->next_retry;
-        if (!t->piece_retry)
-            t->piece_retry_tail = NULL;
+        struct efa_peer *p = &t->peers[m->peer];
+        int rc = m->orphan ? 0 : p->rma_blocked == pass ? -FI_EAGAIN : post_piece(t, pc);
+        if (rc == -FI_EAGAIN) {
+            if (p->rma_blocked != pass) {
+                p->rma_blocked = pass;
+                lite_efa_peer_stuck(t, m->peer, true);
+            }
+            prev = pc;
+            pp = &pc->next_retry;
+            continue;
+        }
+        *pp = pc->next_retry;
+        if (t->piece_retry_tail == pc)
+            t->piece_retry_tail = prev;
+        p->rma_queued--;
         n++;
+        if (!m->orphan && !rc)
+            lite_efa_peer_stuck(t, m->peer, false);
+        /* (may post more: retry_push appends behind *pp, which this loop still reaches) */
         if (m->orphan || rc)
             lite_efa_piece_done(t, pc, m->orphan ? -LITE_ERR_PEER_LOST : lite_efa_err(rc));
     }
@@ -565,7 +660,7 @@ static void on_query(struct lite_transport *t, int peer, uint64_t key)
             lite_put64(b + 32 + 8 * i, mr->rkey[i]);
         mr->told[peer / 8] |= (uint8_t)(1u << (peer % 8));
     }
-    lite_efa_ctl_send(t, peer, LITE_EFA_T_QREPLY, key, b, QREPLY_LEN(n));
+    lite_efa_ctl_must(t, peer, LITE_EFA_T_QREPLY, key, b, QREPLY_LEN(n));
 }
 
 static int on_qreply(struct lite_transport *t, int peer, uint64_t key, const uint8_t *b, size_t len)
@@ -631,7 +726,7 @@ void lite_efa_rma_ctl(struct lite_transport *t, int peer, const struct lite_efa_
         /* The writer sends this only once its data is in place here. */
         t->up->imm_arrived(t->core, peer, lite_get32(payload));
         t->events++;
-        lite_efa_ctl_send(t, peer, LITE_EFA_T_IMM_ACK, h->tag, NULL, 0);
+        lite_efa_ctl_must(t, peer, LITE_EFA_T_IMM_ACK, h->tag, NULL, 0);
         break;
     case LITE_EFA_T_IMM_ACK: {
         struct efa_rma *m = p->rma;

@@ -1,0 +1,306 @@
+/*
+ * efa_fault_test.c - the efa backend's failure paths and hostile-peer checks, run for real on
+ * libfabric's tcp;ofi_rxm and shm providers (the efa_* test variants). Built only with the efa
+ * backend: some modes reach into it (src/transports/efa/efa.h) to forge traffic or state.
+ *
+ * Run: litetx-run -n 2 --transport efa efa_fault_test MODE, MODE one of
+ *   query_refused  the provider refuses, inside the post, the key confirmation (QUERY) that
+ *                  rank 0's first op on a region of rank 1 sends: the op ends with
+ *                  -LITE_ERR_PEER_LOST (socket-addressed providers: tcp)
+ *   orphan_writes  rank 0 fails rank 1 right after posting a burst of writes to it; the
+ *                  provider completes them later: every op record is released then
+ *   sends_to_lost  rank 1 stops reading and exits while 512 eager messages of rank 0 are on
+ *                  their way: each ends done or with -LITE_ERR_PEER_LOST (tcp cancels what was
+ *                  queued on the broken connection: not -LITE_ERR_CANCELLED)
+ *   big_short      rank 1 announces a large message and sends fewer bytes: rank 0's receive
+ *                  fails with a protocol error instead of reporting stale bytes
+ *   eager_min      LITETX_EFA_EAGER_MAX below the largest control message is a config error
+ *                  naming the variable (it used to make key confirmations vanish)
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctx.h"
+#include "mp_common.h"
+#include "transports/efa/efa.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Progress for `ms` without anything to wait for (a wait ends early when a peer is lost). */
+static void idle(lite_ctx_t *ctx, int ms)
+{
+    int rc = lite_imm_wait(ctx, 0xDEAD0, 1, ms);
+    CHECK(rc == -ETIMEDOUT || rc == -LITE_ERR_PEER_LOST, "idle wait gave %d (%s)", rc,
+          lite_strerror(rc));
+}
+
+/* Rank 0 points its rail-0 address of rank 1 at a multicast address: the provider's next
+ * connect() to it is refused at once (ENETUNREACH), inside the post, as tcp;ofi_rxm refuses a
+ * post to a peer whose address cannot be reached. The setup is forged; the path is real. */
+static void make_unreachable(lite_ctx_t *ctx, int peer)
+{
+    struct lite_transport *t = ctx->tp;
+    struct efa_rail *r = &t->rail[0];
+    struct sockaddr_in sa;
+    CHECK(r->name_len == sizeof(sa), "rail 0's address is %zu bytes", r->name_len);
+    memcpy(&sa, r->name, sizeof(sa));
+    CHECK(sa.sin_family == AF_INET, "address family %d", sa.sin_family);
+    sa.sin_addr.s_addr = htonl(0xE0000001); /* 224.0.0.1 */
+    fi_addr_t fa = FI_ADDR_NOTAVAIL;
+    CHECK(fi_av_insert(r->av, &sa, 1, &fa, 0, NULL) == 1, "fi_av_insert failed");
+    r->addr[peer] = fa;
+    t->av_is_rank = false;
+}
+
+static void query_refused(void)
+{
+    /* No keepalive may reach the bad address first: the op under test is the one that does. */
+    setenv("LITETX_EFA_KEEPALIVE_MS", "0", 1);
+    lite_ctx_t *ctx = mp_init();
+    int me = lite_rank(ctx);
+    CHECK(lite_world_size(ctx) == 2, "needs 2 ranks");
+    struct lite_transport *t = ctx->tp;
+    if (!lite_efa_sockaddr_format(t->rail[0].info->addr_format))
+        mp_skip("the provider's addresses are not socket addresses (nothing refuses a connect)");
+    enum { LEN = 4096 };
+    uint8_t *region = calloc(1, LEN);
+    CHECK(region, "oom");
+    lite_mr_t *mr;
+    lite_rdesc_t descs[2];
+    CHECK_RC(ctx, lite_mr_reg(ctx, region, LEN, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &mr));
+    CHECK_RC(ctx, lite_mr_exchange(ctx, mr, descs, 30000));
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    if (me == 1) {
+        idle(ctx, 3000); /* rank 0 gives up on this rank; then gone */
+        _exit(0);
+    }
+    make_unreachable(ctx, 1);
+    /* The first op on rank 1's region asks rank 1 to confirm the key: that message's post is
+     * refused and rank 1 is lost inside lite_write. */
+    lite_request_t *r;
+    double t0 = now_s();
+    int rc = lite_write(ctx, 1, mr, 0, &descs[1], 0, 64, &r);
+    if (rc == 0)
+        rc = lite_wait(ctx, r, 10000, NULL);
+    double took = now_s() - t0;
+    CHECK(rc == -LITE_ERR_PEER_LOST, "write to the unreachable rank ended %d (%s) after %.1f s", rc,
+          lite_strerror(rc), took);
+    CHECK_RC(ctx, lite_mr_dereg(ctx, mr));
+    free(region);
+    printf("rank 0: write to an unreachable rank ended with PEER_LOST in %.3f s\n", took);
+    CHECK_RC(ctx, lite_finalize(ctx));
+}
+
+/* Rank 0 fails rank 1 itself (as after a malformed message) right after posting a burst of
+ * writes to it; the provider then completes them, successfully. Every op record must be
+ * released as its writes come back, not wait for an acknowledgement that no one asks for. */
+static void orphan_writes(void)
+{
+    lite_ctx_t *ctx = mp_init();
+    int me = lite_rank(ctx);
+    CHECK(lite_world_size(ctx) == 2, "needs 2 ranks");
+    enum { BURST = 8, WLEN = 64 };
+    uint8_t *region = calloc(BURST, WLEN);
+    CHECK(region, "oom");
+    lite_mr_t *mr;
+    lite_rdesc_t descs[2];
+    CHECK_RC(ctx,
+             lite_mr_reg(ctx, region, BURST * WLEN, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &mr));
+    CHECK_RC(ctx, lite_mr_exchange(ctx, mr, descs, 30000));
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    if (me == 1) {
+        idle(ctx, 3000); /* acknowledges rank 0's writes meanwhile; then gone */
+        _exit(0);
+    }
+    lite_request_t *w[BURST];
+    /* A first burst confirms the key and connects every rail. */
+    for (int i = 0; i < BURST; i++)
+        CHECK_RC(ctx, lite_write(ctx, 1, mr, (size_t)i * WLEN, &descs[1], (size_t)i * WLEN, WLEN,
+                                 &w[i]));
+    for (int i = 0; i < BURST; i++)
+        CHECK_RC(ctx, lite_wait(ctx, w[i], 30000, NULL));
+    for (int i = 0; i < BURST; i++)
+        CHECK_RC(ctx, lite_write(ctx, 1, mr, (size_t)i * WLEN, &descs[1], (size_t)i * WLEN, WLEN,
+                                 &w[i]));
+    struct lite_transport *t = ctx->tp;
+    lite_efa_peer_fail(t, 1, -LITE_ERR_PROTOCOL, "failed on purpose by the test");
+    for (int i = 0; i < BURST; i++) {
+        int rc = lite_wait(ctx, w[i], 10000, NULL);
+        CHECK(rc == -LITE_ERR_PROTOCOL, "write %d ended %d (%s)", i, rc, lite_strerror(rc));
+    }
+    struct efa_peer *p = &t->peers[1];
+    double until = now_s() + 5;
+    while (p->rma && now_s() < until)
+        lite_progress(ctx);
+    CHECK(p->rma == NULL, "one-sided op records of the failed rank are still held");
+    for (uint32_t r = 0; r < LITE_MAX_RAILS; r++)
+        CHECK(p->dc[r].wait == NULL, "writes wait on rail %u for an acknowledgement", r);
+    CHECK_RC(ctx, lite_mr_dereg(ctx, mr));
+    free(region);
+    printf("rank 0: writes to a failed rank released\n");
+    CHECK_RC(ctx, lite_finalize(ctx));
+}
+
+static void sends_to_lost(void)
+{
+    /* More credits than by default, and eager buffers no larger than the messages: enough
+     * bytes in flight to fill loopback's socket buffers while nobody reads. */
+    setenv("LITETX_CREDITS", "512", 1);
+    setenv("LITETX_EFA_EAGER_MAX", "16384", 1);
+    lite_ctx_t *ctx = mp_init();
+    int me = lite_rank(ctx);
+    CHECK(lite_world_size(ctx) == 2, "needs 2 ranks");
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    if (me == 1) {
+        usleep(1500000); /* no progress: rank 0's messages pile up in its provider */
+        _exit(0);        /* with unread bytes: the connection is reset */
+    }
+    /* Eager for the core and for tcp;ofi_rxm too (below its 16 KiB eager limit: a send completes
+     * once it is in the socket, and what is still queued behind a full socket is cancelled when
+     * the connection breaks). 6 MiB in all is more than loopback's socket buffers hold while
+     * nobody reads (~4 MiB were seen to fit). */
+    enum { SENDS = 512, LEN = 12 << 10 };
+    uint8_t *buf = malloc(LEN);
+    CHECK(buf, "oom");
+    memset(buf, 0x5A, LEN);
+    lite_request_t *s[SENDS];
+    for (int i = 0; i < SENDS; i++)
+        CHECK_RC(ctx, lite_isend(ctx, 1, 100 + (uint64_t)i, buf, LEN, &s[i]));
+    int done = 0;
+    double t0 = now_s();
+    for (int i = 0; i < SENDS; i++) {
+        int rc = lite_wait(ctx, s[i], 20000, NULL);
+        CHECK(rc == 0 || rc == -LITE_ERR_PEER_LOST, "send %d to the lost rank ended %d (%s)", i, rc,
+              lite_strerror(rc));
+        done += rc == 0;
+    }
+    double took = now_s() - t0;
+    CHECK(took < 15.0, "the sends took %.1f s to end", took);
+    free(buf);
+    printf("rank 0: of %d sends to the lost rank %d done, %d lost, all ended in %.3f s\n", SENDS,
+           done, SENDS - done, took);
+    CHECK_RC(ctx, lite_finalize(ctx));
+}
+
+/* Rank 1 plays a broken peer from inside its own backend: a BIG header announcing ANNOUNCED
+ * bytes, in sequence, then a tagged payload of SHORT bytes. */
+enum { ANNOUNCED = 128 << 10, SHORT = 64, BIG_TAG = 7 };
+
+static void forge_short_big(lite_ctx_t *ctx)
+{
+    struct lite_transport *t = ctx->tp;
+    struct efa_peer *p = &t->peers[0];
+    CHECK(ANNOUNCED > t->cfg.eager_max, "eager_max %zu: the message would not be BIG",
+          t->cfg.eager_max);
+    struct lite_efa_hdr h = {.type = LITE_EFA_T_BIG,
+                             .channel = LITE_CHAN_USER,
+                             .src = 1,
+                             .seq = p->tx_seq++,
+                             .tag = BIG_TAG,
+                             .len = ANNOUNCED};
+    uint8_t hb[LITE_EFA_HDR_LEN], pl[SHORT];
+    lite_efa_hdr_encode(&h, hb);
+    memset(pl, 0xAB, sizeof(pl));
+    fi_addr_t a = t->rail[0].addr[0];
+    ssize_t rc;
+    double until = now_s() + 10;
+    while ((rc = fi_inject(t->rail[0].ep, hb, sizeof(hb), a)) == -FI_EAGAIN && now_s() < until)
+        lite_progress(ctx);
+    CHECK(rc == 0, "forged header: %s", fi_strerror((int)-rc));
+    while ((rc = fi_tinject(t->rail[0].ep, pl, sizeof(pl), a, (uint64_t)1 << 32 | h.seq)) ==
+               -FI_EAGAIN &&
+           now_s() < until)
+        lite_progress(ctx);
+    CHECK(rc == 0, "forged payload: %s", fi_strerror((int)-rc));
+}
+
+static void big_short(void)
+{
+    /* Messages up to 1 MiB are eager for the core, so ANNOUNCED is a legal BIG message. */
+    setenv("LITETX_RNDV_THRESHOLD", "1048576", 1);
+    lite_ctx_t *ctx = mp_init();
+    int me = lite_rank(ctx);
+    CHECK(lite_world_size(ctx) == 2, "needs 2 ranks");
+    uint8_t *buf = malloc(ANNOUNCED);
+    CHECK(buf, "oom");
+    memset(buf, 0xEE, ANNOUNCED);
+    lite_request_t *r = NULL;
+    if (me == 0)
+        CHECK_RC(ctx, lite_irecv(ctx, 1, BIG_TAG, buf, ANNOUNCED, &r));
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    if (me == 1) {
+        forge_short_big(ctx);
+        idle(ctx, 2000); /* long enough for rank 0 to judge; then gone */
+        _exit(0);
+    }
+    lite_status_t st;
+    memset(&st, 0, sizeof(st));
+    int rc = lite_wait(ctx, r, 10000, &st);
+    CHECK(rc != 0, "a %d-byte payload announced as %d bytes was accepted (%zu bytes reported)",
+          SHORT, ANNOUNCED, st.bytes);
+    CHECK(rc == -LITE_ERR_PROTOCOL, "the short large message ended %d (%s), not a protocol error",
+          rc, lite_strerror(rc));
+    free(buf);
+    printf("rank 0: short large message refused: %s\n", lite_strerror(rc));
+    CHECK_RC(ctx, lite_finalize(ctx));
+}
+
+static void eager_min(void)
+{
+    /* With 5 rails a key confirmation's reply is 72 bytes: more than 64 would allow. */
+    setenv("LITETX_EFA_EAGER_MAX", "64", 1);
+    setenv("LITETX_EFA_RAILS", "5", 1);
+    lite_config_t cfg = lite_config_default();
+    lite_ctx_t *ctx = NULL;
+    int rc = lite_init(&cfg, &ctx);
+    if (rc != 0) {
+        const char *why = lite_init_error();
+        CHECK(strstr(why, "LITETX_EFA_EAGER_MAX"),
+              "init failed (%s) without naming the setting: %s", lite_strerror(rc), why);
+        printf("refused as it should be: %s\n", why);
+        return;
+    }
+    /* Accepted: then a key confirmation must still work (it did not: its reply was dropped). */
+    mp_rank = lite_rank(ctx);
+    int me = mp_rank;
+    uint8_t *region = calloc(1, 4096);
+    CHECK(region, "oom");
+    lite_mr_t *mr;
+    lite_rdesc_t descs[2];
+    CHECK_RC(ctx, lite_mr_reg(ctx, region, 4096, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &mr));
+    CHECK_RC(ctx, lite_mr_exchange(ctx, mr, descs, 30000));
+    lite_request_t *r;
+    CHECK_RC(ctx, lite_write(ctx, 1 - me, mr, 0, &descs[1 - me], 0, 64, &r));
+    CHECK_RC(ctx, lite_wait(ctx, r, 5000, NULL));
+    CHECK(0, "LITETX_EFA_EAGER_MAX=64 was accepted");
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (strcmp(mp_transport(), "efa") != 0)
+        mp_skip("these cases are the efa backend's (LITETX_TRANSPORT=efa)");
+    if (!strcmp(mode, "query_refused"))
+        query_refused();
+    else if (!strcmp(mode, "orphan_writes"))
+        orphan_writes();
+    else if (!strcmp(mode, "sends_to_lost"))
+        sends_to_lost();
+    else if (!strcmp(mode, "big_short"))
+        big_short();
+    else if (!strcmp(mode, "eager_min"))
+        eager_min();
+    else
+        CHECK(0, "unknown mode '%s'", mode);
+    return 0;
+}

@@ -262,6 +262,24 @@ static void security(lite_ctx_t *ctx)
     CHECK(rc == -ERANGE, "local bounds check gave %d", rc);
     rc = lite_read(ctx, to, src_mr, 0, &wod[to], 0, 8, &r);
     CHECK(rc == -EACCES, "local access check gave %d", rc);
+    {
+        /* a paged write with one destination page past the end posts no page at all (the
+         * target would count the immediates of those that went) */
+        uint32_t sp[3] = {0, 1, 2}, dp[3] = {0, 1, (uint32_t)(R / 64)};
+        rc = lite_write_paged(ctx, to, src_mr, sp, &wod[to], dp, 3, 64, 0x7777, LITE_WRITE_WITH_IMM,
+                              &r);
+        CHECK(rc == -ERANGE, "paged write past the end gave %d", rc);
+        CHECK_RC(ctx, lite_barrier(ctx, 30000));
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do { /* a page that went would land meanwhile */
+            CHECK(lite_progress(ctx) == 0, "progress: %s", lite_last_error(ctx));
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+        } while ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < 200000000L);
+        uint64_t count = 1;
+        CHECK_RC(ctx, lite_imm_peek(ctx, 0x7777, &count));
+        CHECK(count == 0, "%llu pages of a refused paged write arrived", (unsigned long long)count);
+    }
     /* (wod[to] was parsed just above, so this also checks the owner on the parse memo's path) */
     rc = lite_write(ctx, (to + 1) % n == to ? to : (to + 1) % n, src_mr, 0, &wod[to], 0, 8, &r);
     CHECK(n == 2 ? rc == 0 || rc == -EINVAL : rc == -EINVAL, "descriptor of another rank: %d", rc);

@@ -13,7 +13,10 @@
  *   Every op is called from the thread that owns the context; ops never block except `connect`
  *   (bounded by its deadline) and `progress` (bounded by its timeout). Incoming messages and
  *   failures are reported only from inside `progress`; send_done may also be called from inside
- *   `msg_send` when the bytes left at once. All go through `struct lite_core_upcalls`.
+ *   `msg_send` when the bytes left at once. All go through `struct lite_core_upcalls`. A post
+ *   that fails inside `msg_send` or `rma_post` after the op was accepted keeps the op listed and
+ *   fails the peer at the next `progress` (the core may still be building the op's state when
+ *   the post returns: tcp.c conn.broken, rdma.c fail_deferred, efa_peer.c fail_code).
  *
  * ORDER
  *   Messages posted with `msg_send` to one peer must be delivered to the core's recv_begin in

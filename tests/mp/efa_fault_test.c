@@ -208,8 +208,9 @@ static void forge_short_big(lite_ctx_t *ctx)
                              .seq = p->tx_seq++,
                              .tag = BIG_TAG,
                              .len = ANNOUNCED};
-    uint8_t hb[LITE_EFA_HDR_LEN], pl[SHORT];
-    lite_efa_hdr_encode(&h, hb);
+    uint8_t hb[LITE_EFA_BIG_HDR_LEN], pl[SHORT];
+    CHECK(lite_efa_hdr_encode(&h, hb) == sizeof(hb), "a BIG header is %d bytes",
+          LITE_EFA_BIG_HDR_LEN);
     memset(pl, 0xAB, sizeof(pl));
     fi_addr_t a = t->rail[0].addr[0];
     ssize_t rc;

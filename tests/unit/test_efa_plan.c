@@ -129,6 +129,7 @@ static void test_blob_limits(void **state)
 
 static void test_hdr(void **state)
 {
+    (void)state;
     struct lite_efa_hdr h = {.type = LITE_EFA_T_MSG,
                              .channel = 1,
                              .flags = 0x81,
@@ -136,11 +137,16 @@ static void test_hdr(void **state)
                              .src = 70000,
                              .seq = 0xFFFFFFFFu,
                              .tag = 0x0123456789ABCDEFull,
-                             .len = 65535};
-    uint8_t b[LITE_EFA_HDR_LEN];
-    lite_efa_hdr_encode(&h, b);
+                             .len = 8};
+    /* A message: header then payload; the payload's length is what arrived after the header
+     * (24 + 8 bytes: one cache line of shm's inline command, see efa_plan.h). */
+    uint8_t b[LITE_EFA_BIG_HDR_LEN + 8];
+    size_t n = lite_efa_hdr_encode(&h, b);
+    assert_int_equal(n, LITE_EFA_HDR_LEN);
+    assert_true(n + 8 <= 32);
+    memset(b + n, 0x5A, 8);
     struct lite_efa_hdr g;
-    assert_int_equal(lite_efa_hdr_decode(b, sizeof(b), &g), 0);
+    assert_int_equal(lite_efa_hdr_decode(b, n + 8, &g), 0);
     assert_int_equal(g.type, h.type);
     assert_int_equal(g.channel, h.channel);
     assert_int_equal(g.flags, h.flags);
@@ -148,15 +154,33 @@ static void test_hdr(void **state)
     assert_int_equal(g.src, h.src);
     assert_int_equal(g.seq, h.seq);
     assert_int_equal(g.tag, h.tag);
-    assert_int_equal(g.len, h.len);
-    assert_int_equal(lite_efa_hdr_decode(b, sizeof(b) - 1, &g), -EPROTO);
+    assert_int_equal(g.len, 8);
+    assert_int_equal(lite_efa_hdr_decode(b, n, &g), 0);
+    assert_int_equal(g.len, 0);
+    assert_int_equal(lite_efa_hdr_decode(b, n - 1, &g), -EPROTO);
     b[0] ^= 1;
-    assert_int_equal(lite_efa_hdr_decode(b, sizeof(b), &g), -EPROTO);
+    assert_int_equal(lite_efa_hdr_decode(b, n, &g), -EPROTO);
     b[0] ^= 1;
+    b[6] = 1; /* reserved bytes must be zero */
+    assert_int_equal(lite_efa_hdr_decode(b, n, &g), -EPROTO);
+    b[6] = 0;
     b[1] = LITE_EFA_T_MAX + 1;
-    assert_int_equal(lite_efa_hdr_decode(b, sizeof(b), &g), -EPROTO);
+    assert_int_equal(lite_efa_hdr_decode(b, n, &g), -EPROTO);
     b[1] = 0;
-    assert_int_equal(lite_efa_hdr_decode(b, sizeof(b), &g), -EPROTO);
+    assert_int_equal(lite_efa_hdr_decode(b, n, &g), -EPROTO);
+
+    /* A large message's header carries the announced length, and nothing else may follow. */
+    h.type = LITE_EFA_T_BIG;
+    h.len = 0x0000012345678901ull;
+    n = lite_efa_hdr_encode(&h, b);
+    assert_int_equal(n, LITE_EFA_BIG_HDR_LEN);
+    assert_int_equal(lite_efa_hdr_decode(b, n, &g), 0);
+    assert_int_equal(g.type, LITE_EFA_T_BIG);
+    assert_int_equal(g.len, h.len);
+    assert_int_equal(g.tag, h.tag);
+    assert_int_equal(lite_efa_hdr_decode(b, n - 1, &g), -EPROTO);
+    assert_int_equal(lite_efa_hdr_decode(b, LITE_EFA_HDR_LEN, &g), -EPROTO);
+    assert_int_equal(lite_efa_hdr_decode(b, n + 1, &g), -EPROTO);
 }
 
 /* The second HELLO's flush targets: bytes off the network, so every malformed form is refused. */

@@ -310,10 +310,10 @@ static bool direct_inject(struct lite_transport *t, int peer, const struct lite_
     struct efa_peer *p = &t->peers[peer];
     uint8_t b[DIRECT_MAX];
     struct lite_efa_hdr h = wire_hdr(t, LITE_EFA_T_MSG, hdr, p->tx_seq);
-    lite_efa_hdr_encode(&h, b);
+    size_t n = lite_efa_hdr_encode(&h, b);
     if (hdr->len)
-        memcpy(b + LITE_EFA_HDR_LEN, payload, hdr->len);
-    if (fi_inject(t->rail[0].ep, b, LITE_EFA_HDR_LEN + hdr->len, t->rail[0].addr[peer]))
+        memcpy(b + n, payload, hdr->len);
+    if (fi_inject(t->rail[0].ep, b, n + hdr->len, t->rail[0].addr[peer]))
         return false;
     p->tx_seq++;
     lite_efa_peer_stuck(t, peer, false);
@@ -348,20 +348,20 @@ int lite_efa_msg_send(struct lite_transport *t, int peer, const struct lite_msg_
         }
     }
     struct lite_efa_hdr h = wire_hdr(t, big ? LITE_EFA_T_BIG : LITE_EFA_T_MSG, hdr, p->tx_seq++);
-    lite_efa_hdr_encode(&h, x->buf);
+    size_t n = lite_efa_hdr_encode(&h, x->buf);
     x->op = op;
     x->peer = peer;
     x->type = h.type;
+    x->len = n;
     if (big) {
-        x->len = LITE_EFA_HDR_LEN;
         x->big = payload;
         x->big_len = hdr->len;
         x->big_tag = (uint64_t)(uint32_t)t->rank << 32 | h.seq;
         x->parts = 2;
     } else {
         if (hdr->len)
-            memcpy(x->buf + LITE_EFA_HDR_LEN, payload, hdr->len);
-        x->len = LITE_EFA_HDR_LEN + hdr->len;
+            memcpy(x->buf + n, payload, hdr->len);
+        x->len += hdr->len;
         x->parts = 1;
     }
     enqueue(t, peer, x);
@@ -385,10 +385,10 @@ int lite_efa_ctl_send(struct lite_transport *t, int peer, uint8_t type, uint64_t
                              .seq = type == LITE_EFA_T_KEEPALIVE ? 0 : p->tx_seq++,
                              .tag = tag,
                              .len = len};
-    lite_efa_hdr_encode(&h, x->buf);
+    size_t n = lite_efa_hdr_encode(&h, x->buf);
     if (len)
-        memcpy(x->buf + LITE_EFA_HDR_LEN, payload, len);
-    x->len = LITE_EFA_HDR_LEN + len;
+        memcpy(x->buf + n, payload, len);
+    x->len = n + len;
     x->parts = 1;
     x->peer = peer;
     x->type = type;
@@ -601,11 +601,7 @@ void lite_efa_rx_done(struct lite_transport *t, struct efa_rxbuf *b, size_t len)
     if (!bad) {
         src = (int)h->src;
         if (h->type == LITE_EFA_T_BIG)
-            bad = len != LITE_EFA_HDR_LEN || h->len <= t->cfg.eager_max
-                      ? "malformed large-message header"
-                      : NULL;
-        else if (h->len != len - LITE_EFA_HDR_LEN)
-            bad = "length does not match what arrived";
+            bad = h->len <= t->cfg.eager_max ? "large message announced at eager size" : NULL;
         else if (h->len > t->cfg.eager_max)
             bad = "oversized eager message";
     }

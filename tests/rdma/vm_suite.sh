@@ -158,6 +158,8 @@ t fault.timeouts 2 90 -- "$MP/fault_test" timeouts
 t fault.coll_pending_lost 3 60 -- "$MP/fault_test" coll_pending_lost
 t fault.config_mismatch 3 60 -- "$MP/fault_test" config_mismatch
 t flow.out_of_order 2 60 -- "$MP/flow_test" out_of_order
+# a peer's mailbox key reaches only its own row (rdma_fault_test.c)
+t fault.mailbox_rows 3 60 -- "$MP/rdma_fault_test" mailbox_rows
 [ "$QUICK" = 1 ] || t fault.finalize_inflight 4 90 -- "$MP/fault_test" finalize_inflight
 if [ -x "$MP/coll_test" ]; then
     t coll.basic.np3 3 200 -- "$MP/coll_test" basic

@@ -371,19 +371,13 @@ static int rdma_open(const struct lite_transport_params *p, struct lite_transpor
     if (!rc)
         rc = cq_create(t, why, sizeof(why));
     if (!rc) {
-        size_t mb = (size_t)t->world * (1 + LITE_MAX_RAILS) * sizeof(uint64_t);
+        size_t mb = (size_t)t->world * LITE_RDMA_MBOX_ROW * sizeof(uint64_t);
         void *m = NULL;
         if (posix_memalign(&m, 4096, mb) != 0) {
             rc = -ENOMEM;
         } else {
             memset(m, 0, mb);
             t->mbox = m;
-            t->mbox_mr = ibv_reg_mr(t->devs[t->rails[0].dev].pd, m, mb,
-                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-            if (!t->mbox_mr) {
-                rc = lite_rdma_errno(errno);
-                lite_fmt(why, sizeof(why), "rdma: cannot register the mailbox: %s", strerror(-rc));
-            }
         }
     }
     if (!rc)
@@ -518,11 +512,11 @@ static void rdma_close(struct lite_transport *t)
         struct lite_rdma_conn *c = &t->conns[p];
         if (c->slots_mr)
             ibv_dereg_mr(c->slots_mr);
+        if (c->mbox_mr)
+            ibv_dereg_mr(c->mbox_mr);
         free(c->slots);
     }
     lite_rdma_mr_fini(t);
-    if (t->mbox_mr)
-        ibv_dereg_mr(t->mbox_mr);
     free((void *)t->mbox);
     lite_rdma_rails_close(t);
     if (t->listen_fd >= 0)

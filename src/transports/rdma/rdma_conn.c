@@ -129,8 +129,8 @@ static uint16_t info_put(struct lite_transport *t, struct lite_rdma_conn *c, uin
     lite_put32(p + 12, c->rx_depth);
     lite_put32(p + 16, c->slot_bytes);
     lite_put32(p + 20, c->imm_depth);
-    lite_put64(p + 24, (uintptr_t)t->mbox); /* our mailbox array: the peer writes its row */
-    lite_put32(p + 32, t->mbox_mr->rkey);
+    lite_put64(p + 24, (uintptr_t)c->mbox_mr->addr); /* the peer's row in our mailbox array */
+    lite_put32(p + 32, c->mbox_mr->rkey);
     lite_put32(p + 36, 0);
     struct lite_rdma_ep e;
     lite_rdma_qp_ep(t, c->msg, &e);
@@ -162,8 +162,8 @@ static int info_apply(struct lite_transport *t, struct lite_rdma_conn *c, const 
         *why = "handshake with inconsistent sizes";
         return -LITE_ERR_PROTOCOL;
     }
-    /* our slot for peer p in its mailbox array */
-    c->peer_mbox = lite_get64(p + 24) + 8ull * (1 + LITE_MAX_RAILS) * (uint64_t)t->rank;
+    /* our row in its mailbox array, under a key that reaches nothing else */
+    c->peer_mbox = lite_get64(p + 24);
     c->peer_mbox_rkey = lite_get32(p + 32);
     c->peer_slot_bytes = slot;
     lite_rdma_window_init(&c->msg_win, rx_depth);
@@ -230,8 +230,14 @@ static int conn_setup(struct lite_transport *t, struct lite_rdma_conn *c, uint32
     if (posix_memalign((void **)&c->slots, 4096, bytes) != 0)
         return -ENOMEM;
     memset(c->slots, 0, bytes);
-    c->slots_mr = ibv_reg_mr(t->devs[t->rails[0].dev].pd, c->slots, bytes, IBV_ACCESS_LOCAL_WRITE);
+    struct ibv_pd *pd = t->devs[t->rails[0].dev].pd;
+    c->slots_mr = ibv_reg_mr(pd, c->slots, bytes, IBV_ACCESS_LOCAL_WRITE);
     if (!c->slots_mr)
+        return lite_rdma_errno(errno);
+    c->mbox_mr = ibv_reg_mr(pd, (void *)(t->mbox + (size_t)c->peer * LITE_RDMA_MBOX_ROW),
+                            LITE_RDMA_MBOX_ROW * sizeof(uint64_t),
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!c->mbox_mr)
         return lite_rdma_errno(errno);
     int rc = lite_rdma_qp_create(t, c, QP_MSG, 0, &c->msg);
     for (uint32_t r = 0; !rc && r < c->nrails; r++) {

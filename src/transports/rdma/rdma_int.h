@@ -177,6 +177,9 @@ struct lite_rdma_mr {
 
 enum { CONN_NONE = 0, CONN_UP = 1, CONN_DEAD = 2 };
 
+/* Words in a peer's mailbox row: its message window, then one per rail for its immediates. */
+#define LITE_RDMA_MBOX_ROW (1 + LITE_MAX_RAILS)
+
 struct lite_rdma_conn {
     int peer;
     uint8_t state;
@@ -196,9 +199,13 @@ struct lite_rdma_conn {
     struct lite_rdma_window msg_win;                 /* the peer's message receives */
     struct lite_rdma_window imm_win[LITE_MAX_RAILS]; /* the peer's immediate receives */
     struct lite_rdma_rxacct msg_rx, imm_rx[LITE_MAX_RAILS];
-    bool report_due; /* a window report waits for send-queue room */
-    uint64_t peer_mbox;
+    bool report_due;    /* a window report waits for send-queue room */
+    uint64_t peer_mbox; /* our row in the peer's mailbox array, and its own key */
     uint32_t peer_mbox_rkey;
+    /* The peer's row in ours, registered alone: a peer's key reaches its own row and nothing
+     * else, so no rank can overwrite what another reports (one registration for the whole
+     * array let any peer write every row). */
+    struct ibv_mr *mbox_mr;
 
     struct lite_rdma_pend *pend, *pend_tail;
     /* A post failed outside progress: the connection fails at the next progress (the core
@@ -250,9 +257,9 @@ struct lite_transport {
     struct lite_rdma_qp **qps;    /* by index (wr_id) */
     uint32_t nqps, qps_cap;
 
-    /* mailboxes the peers write: [peer][0] message window, [peer][1 + r] immediates rail r */
+    /* mailboxes the peers write: [peer][0] message window, [peer][1 + r] immediates rail r;
+     * each row is registered for its peer alone (lite_rdma_conn.mbox_mr) */
     volatile uint64_t *mbox;
-    struct ibv_mr *mbox_mr;
 
     struct lite_rdma_mr *mrs; /* live registrations */
     uint32_t reg_cache;       /* LITETX_RDMA_REG_CACHE: temp registrations kept */

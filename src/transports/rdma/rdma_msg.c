@@ -109,7 +109,7 @@ int lite_rdma_msg_send(struct lite_transport *t, int peer, const struct lite_msg
 /* Read the window reports the peer wrote into our mailbox. */
 static int read_mailbox(struct lite_transport *t, struct lite_rdma_conn *c)
 {
-    const volatile uint64_t *mb = t->mbox + (size_t)c->peer * (1 + LITE_MAX_RAILS);
+    const volatile uint64_t *mb = t->mbox + (size_t)c->peer * LITE_RDMA_MBOX_ROW;
     uint64_t w = __atomic_load_n(&mb[0], __ATOMIC_ACQUIRE);
     int grew = 0, rc = 0;
     if (w && lite_rdma_mbox_epoch(w) == c->msg->epoch)

@@ -37,21 +37,10 @@ static void forge_row_write(lite_ctx_t *ctx)
     struct lite_transport *t = ctx->tp;
     struct lite_rdma_conn *c = &t->conns[0];
     CHECK(c->msg && c->peer_mbox >= 8 * LITE_RDMA_MBOX_ROW, "no connection to rank 0");
-    struct lite_rdma_qp *q = c->msg;
-    CHECK(lite_rdma_sq_room(q) > 0, "rank 0's message queue is full");
-    /* A send slot of ours as the source (registered, ours to overwrite). */
-    uint8_t *b =
-        c->slots + (size_t)(c->rx_depth + (uint32_t)(q->sq_head % q->sq_depth)) * c->slot_bytes;
-    uint64_t word = FORGED;
-    memcpy(b, &word, 8);
-    struct ibv_sge sge = {.addr = (uintptr_t)b, .length = 8, .lkey = c->slots_mr->lkey};
-    struct ibv_send_wr wr = {
-        .sg_list = &sge,
-        .num_sge = 1,
-        .opcode = IBV_WR_RDMA_WRITE,
-        .wr = {.rdma = {.remote_addr = c->peer_mbox - 8ull * LITE_RDMA_MBOX_ROW,
-                        .rkey = c->peer_mbox_rkey}}};
-    CHECK(lite_rdma_post_sq(t, q, &wr, WR_CREDIT, true, NULL, 0) == 0, "forged post refused");
+    /* A window report, one row too low: where rank 1 reports into rank 0's array. */
+    int rc = lite_rdma_post_word(t, c, c->peer_mbox - 8ull * LITE_RDMA_MBOX_ROW, FORGED, WR_CREDIT,
+                                 true);
+    CHECK(rc == 0, "forged post refused: %s", lite_strerror(rc));
 }
 
 static void mailbox_rows(void)

@@ -448,20 +448,10 @@ static void drain(struct lite_transport *t)
         struct lite_rdma_conn *c = &t->conns[p];
         if (c->state != CONN_UP || !c->msg)
             continue;
-        struct lite_rdma_qp *q = c->msg;
-        if (lite_rdma_sq_room(q) == 0)
-            continue; /* full: its last WR is signalled already */
-        uint32_t slot = (uint32_t)(q->sq_head % q->sq_depth);
-        uint8_t *b = c->slots + (size_t)(c->rx_depth + slot) * c->slot_bytes;
-        uint64_t word = lite_rdma_mbox_pack(q->epoch, c->msg_rx.reported);
-        memcpy(b, &word, 8);
-        struct ibv_sge sge = {.addr = (uintptr_t)b, .length = 8, .lkey = c->slots_mr->lkey};
-        struct ibv_send_wr wr = {
-            .sg_list = &sge,
-            .num_sge = 1,
-            .opcode = IBV_WR_RDMA_WRITE,
-            .wr = {.rdma = {.remote_addr = c->peer_mbox, .rkey = c->peer_mbox_rkey}}};
-        if (lite_rdma_post_sq(t, q, &wr, WR_FENCE, true, NULL, 0) != 0)
+        uint64_t word = lite_rdma_mbox_pack(c->msg->epoch, c->msg_rx.reported);
+        int rc = lite_rdma_post_word(t, c, c->peer_mbox, word, WR_FENCE, true);
+        /* -EAGAIN: the queue is full, so its last WR is signalled already */
+        if (rc && rc != -EAGAIN)
             lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, "closing");
     }
     for (int iter = 0; iter < 100000 && lite_now_ns() < deadline; iter++) {

@@ -323,6 +323,10 @@ static inline uint32_t lite_rdma_sq_room(const struct lite_rdma_qp *q)
 /* Post one send-queue WR, recording what it is; fills wr_id and the signalled flag. */
 int lite_rdma_post_sq(struct lite_transport *t, struct lite_rdma_qp *q, struct ibv_send_wr *wr,
                       uint8_t type, bool signal, struct lite_rdma_op *op, uint32_t piece);
+/* Write one 8-byte word (a window report) from the next send slot of c's message QP to
+ * remote_addr under the peer's mailbox key; -EAGAIN when the send queue is full. */
+int lite_rdma_post_word(struct lite_transport *t, struct lite_rdma_conn *c, uint64_t remote_addr,
+                        uint64_t word, uint8_t type, bool signal);
 /* A signalled WR at record `slot` completed: everything up to it is done. */
 void lite_rdma_sq_retire(struct lite_rdma_qp *q, uint32_t slot);
 int lite_rdma_post_recv_msg(struct lite_transport *t, struct lite_rdma_conn *c, uint32_t slot);

@@ -129,26 +129,35 @@ static int read_mailbox(struct lite_transport *t, struct lite_rdma_conn *c)
     return grew;
 }
 
-/* One window report: our cumulative repost count for window k into the peer's mailbox. */
-static bool post_report(struct lite_transport *t, struct lite_rdma_conn *c, uint32_t k,
-                        uint64_t word)
+int lite_rdma_post_word(struct lite_transport *t, struct lite_rdma_conn *c, uint64_t remote_addr,
+                        uint64_t word, uint8_t type, bool signal)
 {
     struct lite_rdma_qp *q = c->msg;
     if (lite_rdma_sq_room(q) == 0)
-        return false;
-    uint32_t slot = (uint32_t)(q->sq_head % q->sq_depth);
-    uint8_t *b = tx_slot(c, slot);
+        return -EAGAIN;
+    uint8_t *b = tx_slot(c, (uint32_t)(q->sq_head % q->sq_depth));
     memcpy(b, &word, 8);
     struct ibv_sge sge = {.addr = (uintptr_t)b, .length = 8, .lkey = c->slots_mr->lkey};
     struct ibv_send_wr wr = {
         .sg_list = &sge,
         .num_sge = 1,
         .opcode = IBV_WR_RDMA_WRITE,
-        .wr = {.rdma = {.remote_addr = c->peer_mbox + 8ull * k, .rkey = c->peer_mbox_rkey}}};
+        .wr = {.rdma = {.remote_addr = remote_addr, .rkey = c->peer_mbox_rkey}}};
     if (8 <= q->max_inline)
         wr.send_flags = IBV_SEND_INLINE;
+    return lite_rdma_post_sq(t, q, &wr, type, signal, NULL, 0);
+}
+
+/* One window report: our cumulative repost count for window k into the peer's mailbox. */
+static bool post_report(struct lite_transport *t, struct lite_rdma_conn *c, uint32_t k,
+                        uint64_t word)
+{
+    struct lite_rdma_qp *q = c->msg;
     uint32_t every = q->sq_depth / 4 ? q->sq_depth / 4 : 1;
-    int err = lite_rdma_post_sq(t, q, &wr, WR_CREDIT, (q->sq_head + 1) % every == 0, NULL, 0);
+    int err = lite_rdma_post_word(t, c, c->peer_mbox + 8ull * k, word, WR_CREDIT,
+                                  (q->sq_head + 1) % every == 0);
+    if (err == -EAGAIN)
+        return false;
     if (err) {
         lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, "posting a window report failed");
         return false;

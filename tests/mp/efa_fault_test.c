@@ -16,6 +16,11 @@
  *                  fails with a protocol error instead of reporting stale bytes
  *   eager_min      LITETX_EFA_EAGER_MAX below the largest control message is a config error
  *                  naming the variable (it used to make key confirmations vanish)
+ *   imm_yield      LITETX_EFA_IMM_YIELD_NS out of range or not a number is a config error
+ *                  naming the variable; set to 100 us, it paces a chain of writes with an
+ *                  immediate (each waits for the one before, and completes only after the
+ *                  target's progress) to at least 100 us a write, and every write still
+ *                  counts once with its bytes in place
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -286,6 +291,89 @@ static void eager_min(void)
     CHECK(0, "LITETX_EFA_EAGER_MAX=64 was accepted");
 }
 
+/* The target leaves its CQs unread for LITETX_EFA_IMM_YIELD_NS after writes with an
+ * immediate arrived (efa.c, cq_poll_paced). */
+static void imm_yield(void)
+{
+    /* The documented defaults: on for shm (its target copies under the writer's lock), off
+     * elsewhere. */
+    const char *prov = getenv("LITETX_EFA_PROVIDER");
+    char saved[64];
+    snprintf(saved, sizeof(saved), "%s", prov ? prov : "");
+    static const struct {
+        const char *prov;
+        int64_t ns;
+    } defaults[] = {{"shm", 500}, {"tcp", 0}, {"efa", 0}};
+    for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++) {
+        struct efa_cfg cfg;
+        char why[256] = "";
+        setenv("LITETX_EFA_PROVIDER", defaults[i].prov, 1);
+        int rc = lite_efa_cfg_read(&cfg, why, sizeof(why));
+        CHECK(rc == 0, "provider %s: config refused (%d): %s", defaults[i].prov, rc, why);
+        CHECK(cfg.imm_yield_ns == defaults[i].ns, "provider %s: yield %lld ns by default, not %lld",
+              defaults[i].prov, (long long)cfg.imm_yield_ns, (long long)defaults[i].ns);
+    }
+    if (saved[0])
+        setenv("LITETX_EFA_PROVIDER", saved, 1);
+    else
+        unsetenv("LITETX_EFA_PROVIDER");
+    static const char *const bad[] = {"100001", "-1", "fast", "5e2"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct efa_cfg cfg;
+        char why[256] = "";
+        setenv("LITETX_EFA_IMM_YIELD_NS", bad[i], 1);
+        int rc = lite_efa_cfg_read(&cfg, why, sizeof(why));
+        CHECK(rc == -LITE_ERR_CONFIG, "LITETX_EFA_IMM_YIELD_NS=%s gave %d, not a config error",
+              bad[i], rc);
+        CHECK(strstr(why, "LITETX_EFA_IMM_YIELD_NS"), "the error does not name the setting: %s",
+              why);
+    }
+    enum { N = 200, LEN = 65536, YIELD_US = 100 };
+    char v[16];
+    snprintf(v, sizeof(v), "%d", YIELD_US * 1000);
+    setenv("LITETX_EFA_IMM_YIELD_NS", v, 1);
+    lite_ctx_t *ctx = mp_init();
+    int me = lite_rank(ctx);
+    CHECK(lite_world_size(ctx) == 2, "needs 2 ranks");
+    CHECK(ctx->tp->cfg.imm_yield_ns == YIELD_US * 1000, "the setting read back as %lld ns",
+          (long long)ctx->tp->cfg.imm_yield_ns);
+    uint8_t *region = malloc(LEN);
+    CHECK(region, "oom");
+    for (size_t i = 0; i < LEN; i++)
+        region[i] = me == 0 ? (uint8_t)(i * 7 + 1) : 0;
+    lite_mr_t *mr;
+    lite_rdesc_t descs[2];
+    CHECK_RC(ctx, lite_mr_reg(ctx, region, LEN, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &mr));
+    CHECK_RC(ctx, lite_mr_exchange(ctx, mr, descs, 30000));
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    if (me == 0) {
+        /* A 64 KiB write completes once its data is in place, which takes the target's
+         * progress on both providers (shm copies it there, tcp;ofi_rxm acknowledges it). */
+        double t0 = now_s();
+        for (int i = 0; i < N; i++) {
+            lite_request_t *r;
+            CHECK_RC(ctx, lite_write_imm(ctx, 1, mr, 0, &descs[1], 0, LEN, 0x5E1D, &r));
+            CHECK_RC(ctx, lite_wait(ctx, r, 30000, NULL));
+        }
+        double took = now_s() - t0;
+        CHECK(took >= (N - 1) * YIELD_US * 1e-6, "%d chained writes took %.1f ms: not paced", N,
+              took * 1e3);
+        printf("rank 0: %d chained 64 KiB writes with an immediate took %.1f ms (>= %.1f)\n", N,
+               took * 1e3, (N - 1) * YIELD_US * 1e-3);
+    } else {
+        CHECK_RC(ctx, lite_imm_wait(ctx, 0x5E1D, N, 60000));
+        uint64_t left = 99;
+        CHECK_RC(ctx, lite_imm_peek(ctx, 0x5E1D, &left));
+        CHECK(left == 0, "%llu immediates more than writes", (unsigned long long)left);
+        for (size_t i = 0; i < LEN; i++)
+            CHECK(region[i] == (uint8_t)(i * 7 + 1), "byte %zu is %u", i, region[i]);
+    }
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    CHECK_RC(ctx, lite_mr_dereg(ctx, mr));
+    free(region);
+    CHECK_RC(ctx, lite_finalize(ctx));
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -301,6 +389,8 @@ int main(int argc, char **argv)
         big_short();
     else if (!strcmp(mode, "eager_min"))
         eager_min();
+    else if (!strcmp(mode, "imm_yield"))
+        imm_yield();
     else
         CHECK(0, "unknown mode '%s'", mode);
     return 0;

@@ -34,11 +34,29 @@ static int efa_probe(char *why, size_t why_len)
     return rc ? -ENODEV : 0;
 }
 
+/* Read the CQs unless writes arrived less than cfg.imm_yield_ns ago. Reading them is what
+ * runs the provider's progress, and on shm that takes the lock a writer's next post needs, so
+ * a target that reads again at once lets the writer queue one write per round trip of that
+ * lock; a moment's pause lets it queue several for one pass (docs/EFA.md, Progress). */
+static int cq_poll_paced(struct lite_transport *t)
+{
+    if (t->yield_until) {
+        if (lite_now_ns() < t->yield_until)
+            return 0;
+        t->yield_until = 0;
+    }
+    t->imm_seen = false;
+    int n = lite_efa_cq_poll(t);
+    if (t->imm_seen && t->cfg.imm_yield_ns)
+        t->yield_until = lite_now_ns() + t->cfg.imm_yield_ns;
+    return n;
+}
+
 /* One round: completions, queued posts, liveness. Returns how much happened. */
 static int poll_once(struct lite_transport *t)
 {
     int n = t->rx_retry ? lite_efa_rx_flush(t) : 0;
-    n += lite_efa_cq_poll(t);
+    n += cq_poll_paced(t);
     if (t->flush_pending)
         n += lite_efa_msg_flush(t);
     if (t->piece_retry || t->rma_later || t->dc_retry)

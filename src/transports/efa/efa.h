@@ -35,17 +35,18 @@
 #define LITE_EFA_EAGER_MIN 256
 
 struct efa_cfg {
-    char provider[64];   /* as fi_getinfo wants it, e.g. "tcp;ofi_rxm" */
-    uint32_t rails;      /* rails asked for (LITETX_EFA_RAILS) */
-    size_t eager_max;    /* largest payload sent inline in an eager buffer */
-    uint32_t credits;    /* eager buffers to pre-post per peer (the core's credits) */
-    uint64_t stripe_min; /* writes of at least 2x this are striped over the rails */
-    int keepalive_ms;    /* 0 = off */
-    int peer_timeout_ms; /* posts stuck this long, with no other liveness evidence: lost */
-    int imm;             /* 0 = the best the provider offers, else a forced enum efa_imm_mode */
-    bool no_wait_fd;     /* CQs without wait objects: poll, with short naps when idle */
-    bool hmem;           /* ask for FI_HMEM (device memory); costs host-memory speed on shm */
-    bool dc_batch;       /* one acknowledgement for a run of writes (LITETX_EFA_DC_BATCH) */
+    char provider[64];    /* as fi_getinfo wants it, e.g. "tcp;ofi_rxm" */
+    uint32_t rails;       /* rails asked for (LITETX_EFA_RAILS) */
+    size_t eager_max;     /* largest payload sent inline in an eager buffer */
+    uint32_t credits;     /* eager buffers to pre-post per peer (the core's credits) */
+    uint64_t stripe_min;  /* writes of at least 2x this are striped over the rails */
+    int keepalive_ms;     /* 0 = off */
+    int peer_timeout_ms;  /* posts stuck this long, with no other liveness evidence: lost */
+    int imm;              /* 0 = the best the provider offers, else a forced enum efa_imm_mode */
+    bool no_wait_fd;      /* CQs without wait objects: poll, with short naps when idle */
+    bool hmem;            /* ask for FI_HMEM (device memory); costs host-memory speed on shm */
+    bool dc_batch;        /* one acknowledgement for a run of writes (LITETX_EFA_DC_BATCH) */
+    int64_t imm_yield_ns; /* CQs left unread this long after writes arrived (..._IMM_YIELD_NS) */
 };
 
 int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len);
@@ -328,6 +329,8 @@ struct lite_transport {
     int64_t next_tick_ns;
     int64_t clock_ns;    /* lite_efa_clock() when progress last read it (posts stamp with it) */
     uint32_t polls_left; /* polls until progress reads the clock again */
+    bool imm_seen;       /* the last CQ read counted writes that arrived (remote CQ data) */
+    int64_t yield_until; /* lite_now_ns() before which the CQs are not read (cfg.imm_yield_ns) */
     int epfd;
     int64_t nap_ns; /* next idle nap without a wait fd: doubles while idle, reset by events */
     int events;     /* upcalls made during this progress call */

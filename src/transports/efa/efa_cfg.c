@@ -66,7 +66,7 @@ int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len)
 {
     memset(cfg, 0, sizeof(*cfg));
     int rc = provider_from_env(cfg, why, why_len);
-    uint64_t rails, eager, credits, rndv, stripe, ka, pto, poll, hmem, dcb;
+    uint64_t rails, eager, credits, rndv, stripe, ka, pto, poll, hmem, dcb, yield;
     /* The core sends eagerly below its rendezvous threshold; buffers need not be larger. */
     if (!rc)
         rc = env_u64("LITETX_RNDV_THRESHOLD", DEFAULT_EAGER, 64, 1ull << 30, &rndv, why, why_len);
@@ -109,6 +109,13 @@ int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len)
     if (!rc)
         rc = env_u64("LITETX_EFA_DC_BATCH", strcmp(cfg->provider, "tcp;ofi_rxm") == 0, 0, 1, &dcb,
                      why, why_len);
+    /* shm's target copies each write inside its progress, holding the lock the writer's next
+     * post needs: a target that polls again at once takes the writes one per lock round trip.
+     * Leaving its CQs alone a moment after writes arrived lets the writer queue several
+     * (docs/EFA.md, Progress: 64 KiB writes went from ~0.87x of fabtests to ~0.96x). */
+    if (!rc)
+        rc = env_u64("LITETX_EFA_IMM_YIELD_NS", strcmp(cfg->provider, "shm") == 0 ? 500 : 0, 0,
+                     100000, &yield, why, why_len);
     if (rc)
         return rc;
     cfg->rails = (uint32_t)rails;
@@ -120,6 +127,7 @@ int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len)
     cfg->no_wait_fd = poll != 0;
     cfg->hmem = hmem != 0;
     cfg->dc_batch = dcb != 0;
+    cfg->imm_yield_ns = (int64_t)yield;
     return 0;
 }
 

@@ -109,6 +109,7 @@ static void on_imm(struct lite_transport *t, uint32_t rail, uint64_t data, fi_ad
     }
     t->up->imm_arrived(t->core, peer, (uint32_t)data);
     t->events++;
+    t->imm_seen = true;
 }
 
 static void dispatch(struct lite_transport *t, uint32_t rail, const struct fi_cq_data_entry *e,

@@ -49,6 +49,15 @@ static void idle(lite_ctx_t *ctx, int ms)
           lite_strerror(rc));
 }
 
+/* Register `region` for peers' writes and swap descriptors with the other rank (descs[rank]). */
+static lite_mr_t *share_region(lite_ctx_t *ctx, void *region, size_t len, lite_rdesc_t descs[2])
+{
+    lite_mr_t *mr;
+    CHECK_RC(ctx, lite_mr_reg(ctx, region, len, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &mr));
+    CHECK_RC(ctx, lite_mr_exchange(ctx, mr, descs, 30000));
+    return mr;
+}
+
 /* Rank 0 points its rail-0 address of rank 1 at a multicast address: the provider's next
  * connect() to it is refused at once (ENETUNREACH), inside the post, as tcp;ofi_rxm refuses a
  * post to a peer whose address cannot be reached. The setup is forged; the path is real. */
@@ -80,10 +89,8 @@ static void query_refused(void)
     enum { LEN = 4096 };
     uint8_t *region = calloc(1, LEN);
     CHECK(region, "oom");
-    lite_mr_t *mr;
     lite_rdesc_t descs[2];
-    CHECK_RC(ctx, lite_mr_reg(ctx, region, LEN, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &mr));
-    CHECK_RC(ctx, lite_mr_exchange(ctx, mr, descs, 30000));
+    lite_mr_t *mr = share_region(ctx, region, LEN, descs);
     CHECK_RC(ctx, lite_barrier(ctx, 30000));
     if (me == 1) {
         idle(ctx, 3000); /* rank 0 gives up on this rank; then gone */
@@ -117,11 +124,8 @@ static void orphan_writes(void)
     enum { BURST = 8, WLEN = 64 };
     uint8_t *region = calloc(BURST, WLEN);
     CHECK(region, "oom");
-    lite_mr_t *mr;
     lite_rdesc_t descs[2];
-    CHECK_RC(ctx,
-             lite_mr_reg(ctx, region, BURST * WLEN, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &mr));
-    CHECK_RC(ctx, lite_mr_exchange(ctx, mr, descs, 30000));
+    lite_mr_t *mr = share_region(ctx, region, BURST * WLEN, descs);
     CHECK_RC(ctx, lite_barrier(ctx, 30000));
     if (me == 1) {
         idle(ctx, 3000); /* acknowledges rank 0's writes meanwhile; then gone */
@@ -281,10 +285,8 @@ static void eager_min(void)
     int me = mp_rank;
     uint8_t *region = calloc(1, 4096);
     CHECK(region, "oom");
-    lite_mr_t *mr;
     lite_rdesc_t descs[2];
-    CHECK_RC(ctx, lite_mr_reg(ctx, region, 4096, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &mr));
-    CHECK_RC(ctx, lite_mr_exchange(ctx, mr, descs, 30000));
+    lite_mr_t *mr = share_region(ctx, region, 4096, descs);
     lite_request_t *r;
     CHECK_RC(ctx, lite_write(ctx, 1 - me, mr, 0, &descs[1 - me], 0, 64, &r));
     CHECK_RC(ctx, lite_wait(ctx, r, 5000, NULL));
@@ -341,10 +343,8 @@ static void imm_yield(void)
     CHECK(region, "oom");
     for (size_t i = 0; i < LEN; i++)
         region[i] = me == 0 ? (uint8_t)(i * 7 + 1) : 0;
-    lite_mr_t *mr;
     lite_rdesc_t descs[2];
-    CHECK_RC(ctx, lite_mr_reg(ctx, region, LEN, LITE_MEM_HOST, LITE_ACCESS_REMOTE_WRITE, &mr));
-    CHECK_RC(ctx, lite_mr_exchange(ctx, mr, descs, 30000));
+    lite_mr_t *mr = share_region(ctx, region, LEN, descs);
     CHECK_RC(ctx, lite_barrier(ctx, 30000));
     if (me == 0) {
         /* A 64 KiB write completes once its data is in place, which takes the target's

@@ -24,6 +24,7 @@
 # (issue 5's targets: >= 0.9 for bandwidth, <= 1.1 for latency) as the median of the per-round
 # ratios, with the median of the per-pair geometric means (a pair = a round where fabtests went
 # first and the next, where liblitetx did) beside it.
+# Save whole outputs (`> runN.txt 2>&1`): bench/efa_pool.sh pools the rounds of several runs.
 set -u
 BUILD=${1:?usage: run_efa_compare.sh BUILD_DIR [ROUNDS] [PROVIDERS]}
 ROUNDS=${2:-8}

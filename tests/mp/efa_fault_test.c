@@ -21,6 +21,11 @@
  *                  immediate (each waits for the one before, and completes only after the
  *                  target's progress) to at least 100 us a write, and every write still
  *                  counts once with its bytes in place
+ *   writer_copy    LITETX_EFA_WRITER_COPY: on by default for shm only (with 2 rails), 0 turns
+ *                  it off (1 rail), a bad value is a config error naming it. On shm, 1 MiB
+ *                  writes with an immediate each post one writer-copied stripe, a write whose
+ *                  second stripe is under 4 KiB posts none, and every write counts once with
+ *                  its bytes in place; on other providers none is writer-copied
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -374,6 +379,113 @@ static void imm_yield(void)
     CHECK_RC(ctx, lite_finalize(ctx));
 }
 
+/* shm's writer copy (efa_rma.c): one stripe of a large write copied by the writer itself. */
+static void writer_copy(void)
+{
+    /* The defaults, read with the variant's provider and rails put aside. */
+    const char *prov = getenv("LITETX_EFA_PROVIDER"), *rails = getenv("LITETX_EFA_RAILS");
+    char saved[64], saved_rails[16];
+    snprintf(saved, sizeof(saved), "%s", prov ? prov : "");
+    snprintf(saved_rails, sizeof(saved_rails), "%s", rails ? rails : "");
+    unsetenv("LITETX_EFA_RAILS");
+    static const struct {
+        const char *prov, *value;
+        bool on;
+        uint32_t rails;
+    } cases[] = {{"shm", NULL, true, 2},
+                 {"shm", "0", false, 1},
+                 {"tcp", NULL, false, 1},
+                 {"tcp", "1", false, 1},
+                 {"efa", NULL, false, 1}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct efa_cfg cfg;
+        char why[256] = "";
+        setenv("LITETX_EFA_PROVIDER", cases[i].prov, 1);
+        if (cases[i].value)
+            setenv("LITETX_EFA_WRITER_COPY", cases[i].value, 1);
+        else
+            unsetenv("LITETX_EFA_WRITER_COPY");
+        int rc = lite_efa_cfg_read(&cfg, why, sizeof(why));
+        CHECK(rc == 0, "provider %s: config refused (%d): %s", cases[i].prov, rc, why);
+        CHECK(cfg.writer_copy == cases[i].on && cfg.rails == cases[i].rails,
+              "provider %s, LITETX_EFA_WRITER_COPY=%s: writer copy %d with %u rails, not %d / %u",
+              cases[i].prov, cases[i].value ? cases[i].value : "(unset)", cfg.writer_copy,
+              cfg.rails, cases[i].on, cases[i].rails);
+    }
+    static const char *const bad[] = {"2", "yes", "-1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct efa_cfg cfg;
+        char why[256] = "";
+        setenv("LITETX_EFA_WRITER_COPY", bad[i], 1);
+        int rc = lite_efa_cfg_read(&cfg, why, sizeof(why));
+        CHECK(rc == -LITE_ERR_CONFIG, "LITETX_EFA_WRITER_COPY=%s gave %d, not a config error",
+              bad[i], rc);
+        CHECK(strstr(why, "LITETX_EFA_WRITER_COPY"), "the error does not name the setting: %s",
+              why);
+    }
+    unsetenv("LITETX_EFA_WRITER_COPY");
+    if (saved[0])
+        setenv("LITETX_EFA_PROVIDER", saved, 1);
+    else
+        unsetenv("LITETX_EFA_PROVIDER");
+    if (saved_rails[0])
+        setenv("LITETX_EFA_RAILS", saved_rails, 1);
+
+    /* The variant's own settings from here: 1 MiB writes are two stripes of 512 KiB (the
+     * default LITETX_EFA_STRIPE_MIN); with a 4 KiB stripe minimum, 8193 bytes are 8192 + 1. */
+    enum { N = 40, BIG = 1 << 20, ODD = 8193 };
+    lite_ctx_t *ctx = mp_init();
+    int me = lite_rank(ctx);
+    CHECK(lite_world_size(ctx) == 2, "needs 2 ranks");
+    struct lite_transport *t = ctx->tp;
+    bool shm = !strcmp(t->cfg.provider, "shm");
+    CHECK(t->writer_copy == (shm && t->nrails >= 2 && t->cfg.writer_copy),
+          "provider %s with %u rails: writer copy %d", t->cfg.provider, t->nrails, t->writer_copy);
+    uint8_t *region = malloc(BIG);
+    CHECK(region, "oom");
+    for (size_t i = 0; i < BIG; i++)
+        region[i] = me == 0 ? (uint8_t)(i * 13 + 5) : 0;
+    lite_rdesc_t descs[2];
+    lite_mr_t *mr = share_region(ctx, region, BIG, descs);
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    if (me == 0) {
+        lite_request_t *win[N];
+        for (int i = 0; i < N; i++)
+            CHECK_RC(ctx, lite_write_imm(ctx, 1, mr, 0, &descs[1], 0, BIG, 0xC0B1, &win[i]));
+        for (int i = 0; i < N; i++)
+            CHECK_RC(ctx, lite_wait(ctx, win[i], 30000, NULL));
+        uint64_t want = t->writer_copy ? N : 0;
+        CHECK(t->self_copied == want, "%d writes of 1 MiB: %llu writer-copied stripes, not %llu", N,
+              (unsigned long long)t->self_copied, (unsigned long long)want);
+        /* A second stripe under 4 KiB would complete before its data is in place: not plain. */
+        uint64_t before = t->self_copied, stripe_min = t->cfg.stripe_min;
+        t->cfg.stripe_min = 4096;
+        lite_request_t *r;
+        CHECK_RC(ctx, lite_write_imm(ctx, 1, mr, 0, &descs[1], BIG - ODD, ODD, 0xC0B2, &r));
+        CHECK_RC(ctx, lite_wait(ctx, r, 30000, NULL));
+        t->cfg.stripe_min = stripe_min;
+        CHECK(t->self_copied == before, "an 8193-byte write posted its 1-byte stripe plain");
+        printf("rank 0: provider %s, %u rails: %llu writer-copied stripes\n", t->cfg.provider,
+               t->nrails, (unsigned long long)t->self_copied);
+    } else {
+        CHECK_RC(ctx, lite_imm_wait(ctx, 0xC0B1, N, 60000));
+        CHECK_RC(ctx, lite_imm_wait(ctx, 0xC0B2, 1, 60000));
+        uint64_t left = 99;
+        CHECK_RC(ctx, lite_imm_peek(ctx, 0xC0B1, &left));
+        CHECK(left == 0, "%llu immediates more than writes", (unsigned long long)left);
+        for (size_t i = 0; i < BIG; i++) {
+            /* the last 8193 bytes are the source's first 8193 (the 8193-byte write, last) */
+            size_t from = i < BIG - ODD ? i : i - (BIG - ODD);
+            uint8_t want = (uint8_t)(from * 13 + 5);
+            CHECK(region[i] == want, "byte %zu is %u, not %u", i, region[i], want);
+        }
+    }
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    CHECK_RC(ctx, lite_mr_dereg(ctx, mr));
+    free(region);
+    CHECK_RC(ctx, lite_finalize(ctx));
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -391,6 +503,8 @@ int main(int argc, char **argv)
         eager_min();
     else if (!strcmp(mode, "imm_yield"))
         imm_yield();
+    else if (!strcmp(mode, "writer_copy"))
+        writer_copy();
     else
         CHECK(0, "unknown mode '%s'", mode);
     return 0;

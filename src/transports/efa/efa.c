@@ -227,6 +227,15 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
         if (!rc)
             t->nrails = i + 1;
     }
+    /* shm's writer-side copy ("fast RMA": a plain write, copied with process_vm_writev inside
+     * fi_write) is on where the domain has FI_MR_VIRT_ADDR and no RMA order; a large write's
+     * second stripe then goes that way while the target copies the first (efa_rma.c). */
+    const uint64_t rma_order = FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_RAS | FI_ORDER_WAR |
+                               FI_ORDER_WAW | FI_ORDER_WAS | FI_ORDER_SAR | FI_ORDER_SAW |
+                               FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAR |
+                               FI_ORDER_RMA_WAW;
+    t->writer_copy = t->cfg.writer_copy && t->virt_addr && t->nrails >= 2 &&
+                     !(info->tx_attr->msg_order & rma_order);
     t->peers = rc ? NULL : calloc((size_t)t->world, sizeof(*t->peers));
     if (!rc && !t->peers)
         rc = -ENOMEM;
@@ -266,10 +275,11 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
                                                 "remote CQ data (+ FI_SOURCE)",
                                                 "a message after the write"};
         LITE_INFO("%s rank %d: provider %s, %u rail(s), domain %s, mr_mode %#llx, cq_data %zu "
-                  "bytes, immediate as %s, inject %zu, %u eager buffers of %zu bytes, %s",
+                  "bytes, immediate as %s, inject %zu, %u eager buffers of %zu bytes, %s%s",
                   EFA_LOG, t->rank, prov, t->nrails, info->domain_attr->name,
                   (unsigned long long)t->mr_mode, cqd, imm_names[t->imm_mode], t->inject_size,
-                  t->nrx, t->rx_size, t->use_wait ? "sleeps on CQ fds" : "polls");
+                  t->nrx, t->rx_size, t->use_wait ? "sleeps on CQ fds" : "polls",
+                  t->writer_copy ? ", writer copies one stripe of large writes" : "");
     }
     fi_freeinfo(info);
     if (rc) {

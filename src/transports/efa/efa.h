@@ -47,6 +47,7 @@ struct efa_cfg {
     bool hmem;            /* ask for FI_HMEM (device memory); costs host-memory speed on shm */
     bool dc_batch;        /* one acknowledgement for a run of writes (LITETX_EFA_DC_BATCH) */
     int64_t imm_yield_ns; /* CQs left unread this long after writes arrived (..._IMM_YIELD_NS) */
+    bool writer_copy;     /* shm: the writer copies one stripe of a large write itself */
 };
 
 int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len);
@@ -170,6 +171,7 @@ struct efa_piece {
     uint32_t rail;
     bool posted;
     bool dc;                     /* posted with FI_DELIVERY_COMPLETE */
+    bool self_copy;              /* posted plain, for the provider to copy inside the post */
     uint64_t seq;                /* batched write: its number on (peer, rail); 0 otherwise */
     struct efa_piece *next_wait; /* sent, waiting for a later write's acknowledgement */
 };
@@ -315,10 +317,12 @@ struct lite_transport {
     struct efa_rma *rma_later;
     struct efa_rma *rma_free; /* released op records kept for reuse (efa_rma.c) */
     int rma_nfree;
-    bool rma_waw;    /* the provider places a peer's writes in order (FI_ORDER_RMA_WAW) */
-    bool dc_batch;   /* write acknowledgements batched (cfg.dc_batch and rma_waw) */
-    bool dc_retry;   /* a flush write waits for the provider (efa_dc.flush_due) */
-    bool av_is_rank; /* fi_addr == rank on every rail (FI_AV_TABLE in rank order) */
+    bool rma_waw;     /* the provider places a peer's writes in order (FI_ORDER_RMA_WAW) */
+    bool dc_batch;    /* write acknowledgements batched (cfg.dc_batch and rma_waw) */
+    bool writer_copy; /* cfg.writer_copy, and the domain copies plain writes in the post (efa.c) */
+    uint64_t self_copied; /* writer-copied stripes posted (efa_fault_test reads it) */
+    bool dc_retry;        /* a flush write waits for the provider (efa_dc.flush_due) */
+    bool av_is_rank;      /* fi_addr == rank on every rail (FI_AV_TABLE in rank order) */
     /* registered regions by core key */
     struct efa_mr *mrtab[EFA_MR_BUCKETS];
     uint32_t rma_rr;    /* rail of the next unstriped op */

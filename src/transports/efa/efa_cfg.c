@@ -66,12 +66,21 @@ int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len)
 {
     memset(cfg, 0, sizeof(*cfg));
     int rc = provider_from_env(cfg, why, why_len);
-    uint64_t rails, eager, credits, rndv, stripe, ka, pto, poll, hmem, dcb, yield;
+    uint64_t rails, eager, credits, rndv, stripe, ka, pto, poll, hmem, dcb, yield, wcopy;
     /* The core sends eagerly below its rendezvous threshold; buffers need not be larger. */
     if (!rc)
         rc = env_u64("LITETX_RNDV_THRESHOLD", DEFAULT_EAGER, 64, 1ull << 30, &rndv, why, why_len);
+    /* shm copies a write on one CPU: the target's, inside its progress. A plain write on a
+     * domain without RMA ordering is copied by the writer instead, inside its post ("fast
+     * RMA"), so a large write cut in two, one stripe copied by each side, moves on both CPUs at
+     * once (docs/EFA.md, Writer copy). The two stripes need two rails: each side holds the
+     * target endpoint's lock while it copies. */
+    const bool shm = strcmp(cfg->provider, "shm") == 0;
     if (!rc)
-        rc = env_u64("LITETX_EFA_RAILS", 1, 1, LITE_MAX_RAILS, &rails, why, why_len);
+        rc = env_u64("LITETX_EFA_WRITER_COPY", shm, 0, 1, &wcopy, why, why_len);
+    if (!rc)
+        rc = env_u64("LITETX_EFA_RAILS", shm && wcopy ? 2 : 1, 1, LITE_MAX_RAILS, &rails, why,
+                     why_len);
     /* Control messages travel in eager buffers too (a key confirmation's reply is 96 bytes with
      * 8 rails): below LITE_EFA_EAGER_MIN one could not be sent and its peer would wait for
      * ever. A small rendezvous threshold only lowers the default to that floor. */
@@ -114,8 +123,7 @@ int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len)
      * Leaving its CQs alone a moment after writes arrived lets the writer queue several
      * (docs/EFA.md, Progress: 64 KiB writes went from ~0.87x of fabtests to ~0.96x). */
     if (!rc)
-        rc = env_u64("LITETX_EFA_IMM_YIELD_NS", strcmp(cfg->provider, "shm") == 0 ? 500 : 0, 0,
-                     100000, &yield, why, why_len);
+        rc = env_u64("LITETX_EFA_IMM_YIELD_NS", shm ? 500 : 0, 0, 100000, &yield, why, why_len);
     if (rc)
         return rc;
     cfg->rails = (uint32_t)rails;
@@ -128,6 +136,7 @@ int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len)
     cfg->hmem = hmem != 0;
     cfg->dc_batch = dcb != 0;
     cfg->imm_yield_ns = (int64_t)yield;
+    cfg->writer_copy = shm && wcopy != 0;
     return 0;
 }
 
@@ -147,9 +156,9 @@ struct fi_info *lite_efa_hints(const struct efa_cfg *cfg, bool order_saw, bool w
     h->mode = FI_CONTEXT | FI_CONTEXT2;
     h->ep_attr->type = FI_EP_RDM;
     /* Messages to a peer must be delivered in posting order (the sequence numbers in the header
-     * only restore completion order). FI_ORDER_SAW also turns off shm's "fast RMA" path, which
-     * writes into the peer with process_vm_writev without checking the key. */
-    uint64_t order = FI_ORDER_SAS | (order_saw ? FI_ORDER_SAW : 0);
+     * only restore completion order). Any write order turns off shm's writer-side copy (its
+     * "fast RMA"), so that lookup never asks for one. */
+    uint64_t order = FI_ORDER_SAS | (order_saw && !cfg->writer_copy ? FI_ORDER_SAW : 0);
     h->tx_attr->msg_order = order;
     h->rx_attr->msg_order = order;
     h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |

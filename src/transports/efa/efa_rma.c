@@ -24,6 +24,11 @@
  * fi_writedata-style op whose remote CQ data carries it (and, with 8 bytes of CQ data, the
  * writer's rank).
  *
+ * WRITER COPY (shm). shm copies a delivery-complete write on the target's CPU, inside its
+ * progress, and a plain write on the writer's, inside the post. With t->writer_copy a striped
+ * write is two stripes: the target's (rail 0, delivery complete) posted first, then the writer's
+ * (rail 1, plain), so both CPUs copy at once (docs/EFA.md, Writer copy).
+ *
  * Writes ask for FI_DELIVERY_COMPLETE so their completion means what the core's contract says:
  * the data is in place at the target.
  */
@@ -36,6 +41,11 @@
 #define DC_BATCH_MAX  (256 * 1024) /* writes this large always ask for their own acknowledgement */
 #define QREPLY_LEN(n) (32 + 8 * (n))
 #define FLUSH_LEN     64 /* bytes of this rank's flush region (peers write 0 bytes to it) */
+/* shm completes a plain write of at least this many bytes only once the data is in place: the
+ * writer copied it inside the post, or (no CMA between the two) the target processed it (fi_shm(7),
+ * Progress: "For larger messages, tx completions are not generated until the receiving side has
+ * processed the message"). Below it, a write is copied into shm's queue and completes at once. */
+#define SELF_COPY_MIN 4096
 
 _Static_assert(QREPLY_LEN(LITE_MAX_RAILS) <= LITE_EFA_EAGER_MIN,
                "a key confirmation's reply fits the smallest eager payload");
@@ -173,13 +183,16 @@ static int post_piece(struct lite_transport *t, struct efa_piece *pc)
          * tcp;ofi_rxm ran ~25 % slower batched), or while the peer's flush region is not
          * known (nothing could ask for a later acknowledgement). */
         bool dc = !t->dc_batch || !d->fready || !d->inflight || pc->len >= DC_BATCH_MAX;
-        if (dc)
+        /* A writer-copied stripe goes plain: shm copies it inside fi_writemsg, and its
+         * completion means the data is in place all the same (SELF_COPY_MIN). */
+        if (dc && !pc->self_copy)
             flags |= FI_DELIVERY_COMPLETE;
         if (m->r.has_imm && !m->imm_after) {
             flags |= FI_REMOTE_CQ_DATA;
             msg.data = cq_data(t, m->r.imm);
         }
         rc = fi_writemsg(r->ep, &msg, flags);
+        t->self_copied += rc == 0 && pc->self_copy;
         if (rc == 0 && t->dc_batch) {
             pc->seq = ++d->posted;
             pc->dc = dc;
@@ -248,9 +261,14 @@ static void start(struct lite_transport *t, struct efa_rma *m, const struct efa_
             finish(t, m, rc, later);
         return;
     }
+    /* Writer copy: two stripes, the target's on rail 0 and this side's on rail 1, always the
+     * same rails so that neither side waits for the lock of the endpoint the other copies on. */
+    bool wcopy = t->writer_copy && r->kind == LITE_RMA_WRITE && rails >= 2;
+    if (wcopy)
+        rails = 2;
     struct lite_efa_stripe st[LITE_MAX_RAILS];
-    uint32_t n =
-        lite_efa_plan(r->len, rails, t->cfg.stripe_min, STRIPE_ALIGN, t->rma_rr % rails, st);
+    uint32_t n = lite_efa_plan(r->len, rails, t->cfg.stripe_min, STRIPE_ALIGN,
+                               wcopy ? 0 : t->rma_rr % rails, st);
     t->rma_rr++;
     if (n > 1)
         LITE_DEBUG("%s rank %d: %s of %zu bytes to rank %d striped over %u rails", EFA_LOG, t->rank,
@@ -265,6 +283,8 @@ static void start(struct lite_transport *t, struct efa_rma *m, const struct efa_
         pc->off = st[i].off;
         pc->len = st[i].len;
         pc->rail = st[i].rail;
+        /* Posted last, so the target is already copying its stripe while this side copies. */
+        pc->self_copy = wcopy && n == 2 && i == 1 && pc->len >= SELF_COPY_MIN;
         if (local) {
             pc->desc = local->desc[pc->rail];
         } else if (t->mr_local) {

@@ -298,6 +298,19 @@ static void eager_min(void)
     CHECK(0, "LITETX_EFA_EAGER_MAX=64 was accepted");
 }
 
+/* Each value of `var` in bad[] is a config error whose message names `var`. */
+static void expect_config_errors(const char *var, const char *const *bad, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct efa_cfg cfg;
+        char why[256] = "";
+        setenv(var, bad[i], 1);
+        int rc = lite_efa_cfg_read(&cfg, why, sizeof(why));
+        CHECK(rc == -LITE_ERR_CONFIG, "%s=%s gave %d, not a config error", var, bad[i], rc);
+        CHECK(strstr(why, var), "the error does not name the setting: %s", why);
+    }
+}
+
 /* The target leaves its CQs unread for LITETX_EFA_IMM_YIELD_NS after writes with an
  * immediate arrived (efa.c, cq_poll_paced). */
 static void imm_yield(void)
@@ -325,16 +338,7 @@ static void imm_yield(void)
     else
         unsetenv("LITETX_EFA_PROVIDER");
     static const char *const bad[] = {"100001", "-1", "fast", "5e2"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        struct efa_cfg cfg;
-        char why[256] = "";
-        setenv("LITETX_EFA_IMM_YIELD_NS", bad[i], 1);
-        int rc = lite_efa_cfg_read(&cfg, why, sizeof(why));
-        CHECK(rc == -LITE_ERR_CONFIG, "LITETX_EFA_IMM_YIELD_NS=%s gave %d, not a config error",
-              bad[i], rc);
-        CHECK(strstr(why, "LITETX_EFA_IMM_YIELD_NS"), "the error does not name the setting: %s",
-              why);
-    }
+    expect_config_errors("LITETX_EFA_IMM_YIELD_NS", bad, sizeof(bad) / sizeof(bad[0]));
     enum { N = 200, LEN = 65536, YIELD_US = 100 };
     char v[16];
     snprintf(v, sizeof(v), "%d", YIELD_US * 1000);
@@ -413,16 +417,7 @@ static void writer_copy(void)
               cfg.rails, cases[i].on, cases[i].rails);
     }
     static const char *const bad[] = {"2", "yes", "-1"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        struct efa_cfg cfg;
-        char why[256] = "";
-        setenv("LITETX_EFA_WRITER_COPY", bad[i], 1);
-        int rc = lite_efa_cfg_read(&cfg, why, sizeof(why));
-        CHECK(rc == -LITE_ERR_CONFIG, "LITETX_EFA_WRITER_COPY=%s gave %d, not a config error",
-              bad[i], rc);
-        CHECK(strstr(why, "LITETX_EFA_WRITER_COPY"), "the error does not name the setting: %s",
-              why);
-    }
+    expect_config_errors("LITETX_EFA_WRITER_COPY", bad, sizeof(bad) / sizeof(bad[0]));
     unsetenv("LITETX_EFA_WRITER_COPY");
     if (saved[0])
         setenv("LITETX_EFA_PROVIDER", saved, 1);

@@ -298,6 +298,21 @@ static void eager_min(void)
     CHECK(0, "LITETX_EFA_EAGER_MAX=64 was accepted");
 }
 
+/* A region of `len` bytes, shared like share_region: rank 0's holds byte i = i * mul + add (the
+ * source), the other rank's zeros (the target); both ranks have it when this returns. */
+static lite_mr_t *pattern_region(lite_ctx_t *ctx, size_t len, unsigned mul, unsigned add,
+                                 uint8_t **region, lite_rdesc_t descs[2])
+{
+    uint8_t *r = malloc(len);
+    CHECK(r, "oom");
+    for (size_t i = 0; i < len; i++)
+        r[i] = lite_rank(ctx) == 0 ? (uint8_t)(i * mul + add) : 0;
+    lite_mr_t *mr = share_region(ctx, r, len, descs);
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    *region = r;
+    return mr;
+}
+
 /* Each value of `var` in bad[] is a config error whose message names `var`. */
 static void expect_config_errors(const char *var, const char *const *bad, size_t n)
 {
@@ -348,13 +363,9 @@ static void imm_yield(void)
     CHECK(lite_world_size(ctx) == 2, "needs 2 ranks");
     CHECK(ctx->tp->cfg.imm_yield_ns == YIELD_US * 1000, "the setting read back as %lld ns",
           (long long)ctx->tp->cfg.imm_yield_ns);
-    uint8_t *region = malloc(LEN);
-    CHECK(region, "oom");
-    for (size_t i = 0; i < LEN; i++)
-        region[i] = me == 0 ? (uint8_t)(i * 7 + 1) : 0;
+    uint8_t *region;
     lite_rdesc_t descs[2];
-    lite_mr_t *mr = share_region(ctx, region, LEN, descs);
-    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    lite_mr_t *mr = pattern_region(ctx, LEN, 7, 1, &region, descs);
     if (me == 0) {
         /* A 64 KiB write completes once its data is in place, which takes the target's
          * progress on both providers (shm copies it there, tcp;ofi_rxm acknowledges it). */
@@ -436,13 +447,9 @@ static void writer_copy(void)
     bool shm = !strcmp(t->cfg.provider, "shm");
     CHECK(t->writer_copy == (shm && t->nrails >= 2 && t->cfg.writer_copy),
           "provider %s with %u rails: writer copy %d", t->cfg.provider, t->nrails, t->writer_copy);
-    uint8_t *region = malloc(BIG);
-    CHECK(region, "oom");
-    for (size_t i = 0; i < BIG; i++)
-        region[i] = me == 0 ? (uint8_t)(i * 13 + 5) : 0;
+    uint8_t *region;
     lite_rdesc_t descs[2];
-    lite_mr_t *mr = share_region(ctx, region, BIG, descs);
-    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    lite_mr_t *mr = pattern_region(ctx, BIG, 13, 5, &region, descs);
     if (me == 0) {
         lite_request_t *win[N];
         for (int i = 0; i < N; i++)

@@ -344,8 +344,11 @@ LITE_API int lite_mr_reg(lite_ctx_t *ctx, void *addr, size_t len, int kind, unsi
 
 /*
  * lite_mr_dereg - withdraw a registration. Ops of peers that are placing data in the region
- * finish first (bounded by the op timeout); later ones using its descriptor are refused.
- * NULL-safe.
+ * finish first, and peers that place data natively (efa) confirm that theirs are over; later
+ * ops using its descriptor are refused. Once it returns 0 no byte of any peer's op lands in the
+ * region. Bounded by the op timeout: -ETIMEDOUT when a peer still uses the region or has not
+ * confirmed (one that makes no progress meanwhile); the region then stays registered, peers'
+ * new ops on it are refused, and the caller calls again before freeing the memory. NULL-safe.
  */
 LITE_API int lite_mr_dereg(lite_ctx_t *ctx, lite_mr_t *mr);
 

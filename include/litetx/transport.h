@@ -231,6 +231,11 @@ struct lite_transport_ops {
     /* Register a region for one-sided ops (both as a local source/sink and as a remote target). */
     int (*mr_reg)(struct lite_transport *tp, const struct lite_tp_mr *mr,
                   struct lite_tp_mr_keys *keys);
+    /* Withdraw a registration: 0 once no peer's op can reach the region any more. A backend
+     * whose peers place data without the target's help may need their word first: it returns
+     * -EAGAIN, the core makes progress and calls again with the same handle (until its op
+     * timeout; a region still withdrawing when the transport closes is freed by `close`). Never
+     * -EAGAIN from inside `progress` (an upcall may deregister: the core's rendezvous regions). */
     int (*mr_dereg)(struct lite_transport *tp, void *handle);
 
     /*

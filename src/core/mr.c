@@ -23,7 +23,6 @@
 #define RDESC_MAGIC   0x4452544cu /* "LTRD" */
 #define RDESC_SUM_OFF 104
 _Static_assert(RDESC_SUM_OFF + 8 == LITE_RDESC_PARSED, "the memo keeps what parse reads");
-#define DEREG_WAIT_MS 10000
 
 static uint32_t fnv1a(const uint8_t *p, size_t n)
 {
@@ -118,17 +117,25 @@ LITE_API int lite_mr_dereg(lite_ctx_t *ctx, lite_mr_t *mr)
         return lite_fail(ctx, -EINVAL, "mr_dereg: not a registered region of this context");
     /* Peers' ops already placing data here finish first, so nothing writes into memory the
      * caller may free as soon as this returns. */
-    int64_t deadline = lite_deadline_ns(DEREG_WAIT_MS);
+    int64_t deadline = lite_deadline_ns(ctx->s.op_timeout_ms);
     while (mr->inflight > 0 && lite_now_ns() < deadline)
         lite_progress_once(ctx, 1);
-    int rc = 0;
-    if (mr->inflight > 0) {
-        rc = lite_fail(ctx, -ETIMEDOUT, "mr_dereg: %u peer op(s) still using the region",
-                       mr->inflight);
-        return rc;
+    if (mr->inflight > 0)
+        return lite_fail(ctx, -ETIMEDOUT, "mr_dereg: %u peer op(s) still using the region",
+                         mr->inflight);
+    /* A backend whose peers place data natively withdraws the region with their help
+     * (-EAGAIN: progress, then ask again). */
+    int rc = ctx->ops.mr_dereg(ctx->tp, mr->keys.handle);
+    while (rc == -EAGAIN && lite_now_ns() < deadline) {
+        lite_progress_once(ctx, 1);
+        rc = ctx->ops.mr_dereg(ctx->tp, mr->keys.handle);
     }
+    if (rc == -EAGAIN)
+        return lite_fail(ctx, -ETIMEDOUT,
+                         "mr_dereg: a peer that used the region has not confirmed that its ops "
+                         "into it are over; it stays registered (peers' new ops are refused): "
+                         "call again before freeing the memory");
     ctx->mrs[(uint32_t)mr->key - 1] = NULL;
-    rc = ctx->ops.mr_dereg(ctx->tp, mr->keys.handle);
     free(mr);
     return rc;
 }

@@ -26,6 +26,11 @@
  *                  writes with an immediate each post one writer-copied stripe, a write whose
  *                  second stripe is under 4 KiB posts none, and every write counts once with
  *                  its bytes in place; on other providers none is writer-copied
+ *   dereg_race     rank 1 withdraws regions whose keys rank 0 holds while rank 0 makes no
+ *                  progress: the withdrawal waits for rank 0's word (bounded by the op
+ *                  timeout: -ETIMEDOUT, the region stays registered and refuses new ops), a
+ *                  write rank 0 posts with the keys it still holds lands before lite_mr_dereg
+ *                  returns, and no byte lands after it (shm: half of it copied by the writer)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -488,6 +493,95 @@ static void writer_copy(void)
     CHECK_RC(ctx, lite_finalize(ctx));
 }
 
+static int write_and_wait(lite_ctx_t *ctx, lite_mr_t *mr, const lite_rdesc_t *to, size_t len,
+                          int *rc)
+{
+    lite_request_t *r;
+    *rc = lite_write(ctx, 1, mr, 0, to, 0, len, &r);
+    if (*rc == 0)
+        *rc = lite_wait(ctx, r, 30000, NULL);
+    return *rc;
+}
+
+/* Rank 1 withdraws regions (efa_mr.c) whose keys rank 0, the writer, learned and still holds. */
+static void dereg_race(void)
+{
+    setenv("LITETX_OP_TIMEOUT_MS", "1000", 1); /* bounds lite_mr_dereg */
+    enum { BIG = 16 << 20, NAP_MS = 300 };
+    lite_ctx_t *ctx = mp_init();
+    int me = lite_rank(ctx);
+    CHECK(lite_world_size(ctx) == 2, "needs 2 ranks");
+    int rc;
+    uint8_t *src; /* rank 0: the pattern; rank 1: phase 1's region */
+    lite_rdesc_t d1[2], d2[2];
+    lite_mr_t *mr1 = pattern_region(ctx, BIG, 11, 3, &src, d1);
+    uint8_t *region2 = calloc(1, BIG);
+    CHECK(region2, "oom");
+    lite_mr_t *mr2 = share_region(ctx, region2, BIG, d2);
+    if (me == 0) {
+        /* Learn both regions' keys. */
+        CHECK_RC(ctx, write_and_wait(ctx, mr1, &d1[1], BIG, &rc));
+        CHECK_RC(ctx, write_and_wait(ctx, mr1, &d2[1], BIG, &rc));
+    }
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+
+    /* Phase 1: rank 0 makes no progress for longer than rank 1's op timeout. */
+    if (me == 0) {
+        usleep(2500 * 1000);
+    } else {
+        double t0 = now_s();
+        rc = lite_mr_dereg(ctx, mr1);
+        double took = now_s() - t0;
+        CHECK(rc == -ETIMEDOUT, "withdrawal without the writer's word gave %d (%s) in %.2f s", rc,
+              lite_strerror(rc), took);
+        CHECK(strstr(lite_last_error(ctx), "call again"), "detail: %s", lite_last_error(ctx));
+        lite_rdesc_t still;
+        CHECK_RC(ctx, lite_mr_desc(ctx, mr1, &still));
+        printf("rank 1: withdrawal timed out after %.2f s, region still registered\n", took);
+    }
+    CHECK_RC(ctx, lite_barrier(ctx, 30000)); /* rank 0's progress answers meanwhile */
+    if (me == 0) {
+        /* The region whose withdrawal timed out refuses new ops. */
+        write_and_wait(ctx, mr1, &d1[1], 64, &rc);
+        CHECK(rc == -LITE_ERR_REMOTE_KEY, "write into a withdrawn region: %d (%s)", rc,
+              lite_strerror(rc));
+    } else {
+        CHECK_RC(ctx, lite_mr_dereg(ctx, mr1)); /* called again: rank 0 has answered */
+    }
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+
+    /* Phase 2: rank 0 posts a write with the keys it holds, before its progress sees that the
+     * region is being withdrawn. */
+    if (me == 0) {
+        usleep(NAP_MS * 1000);
+        CHECK_RC(ctx, write_and_wait(ctx, mr1, &d2[1], BIG, &rc));
+        write_and_wait(ctx, mr1, &d2[1], BIG, &rc);
+        CHECK(rc == -LITE_ERR_REMOTE_KEY, "write after the withdrawal: %d (%s)", rc,
+              lite_strerror(rc));
+    } else {
+        double t0 = now_s();
+        CHECK_RC(ctx, lite_mr_dereg(ctx, mr2));
+        double took = now_s() - t0;
+        /* Not before rank 0 woke up and made progress. */
+        CHECK(took > NAP_MS / 3000.0, "withdrawal returned after %.3f s, before the writer's word",
+              took);
+        memset(region2, 0xEE, BIG);
+        printf("rank 1: withdrawal took %.3f s (the writer slept %d ms)\n", took, NAP_MS);
+    }
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    if (me == 1)
+        for (size_t i = 0; i < BIG; i++)
+            CHECK(region2[i] == 0xEE, "byte %zu is %#x: written after lite_mr_dereg returned", i,
+                  region2[i]);
+    if (me == 0) {
+        CHECK_RC(ctx, lite_mr_dereg(ctx, mr1));
+        CHECK_RC(ctx, lite_mr_dereg(ctx, mr2));
+    }
+    CHECK_RC(ctx, lite_finalize(ctx));
+    free(src);
+    free(region2);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -507,6 +601,8 @@ int main(int argc, char **argv)
         imm_yield();
     else if (!strcmp(mode, "writer_copy"))
         writer_copy();
+    else if (!strcmp(mode, "dereg_race"))
+        dereg_race();
     else
         CHECK(0, "unknown mode '%s'", mode);
     return 0;

@@ -107,6 +107,9 @@ struct efa_mr {
     void *desc[LITE_MAX_RAILS];
     uint64_t rkey[LITE_MAX_RAILS];
     uint8_t *told; /* bitmap by rank: peers that were sent this region's keys */
+    /* Being withdrawn (lite_efa_mr_dereg): queries are refused, and the peers still set in
+     * `told` were sent INVAL and have not yet answered that their ops into it are over. */
+    bool dying;
 };
 
 #define EFA_MR_BUCKETS 256
@@ -203,6 +206,7 @@ struct efa_rma {
     uint8_t stage;
     bool orphan;
     bool imm_after; /* send the immediate as a message once the data is in place */
+    bool inval;     /* the target withdrew the region: stripes not yet posted fail */
     struct lite_tp_rma r;
     uint64_t raddr; /* target address of byte 0 as the provider wants it */
     uint64_t rkey[LITE_MAX_RAILS];
@@ -225,6 +229,12 @@ struct efa_qent {
 };
 #define EFA_QBUCKETS 64
 
+/* A region the target withdraws while ops of this side into it are still under way. */
+struct efa_inval {
+    struct efa_inval *next;
+    uint64_t key;
+};
+
 /* ---- peers ---- */
 
 struct efa_peer {
@@ -245,6 +255,7 @@ struct efa_peer {
     struct efa_rma *rma;              /* unfinished one-sided ops */
     struct efa_dc dc[LITE_MAX_RAILS]; /* batched write acknowledgements per rail */
     struct efa_qent *qcache[EFA_QBUCKETS];
+    struct efa_inval *inval_due; /* INVALs to answer once this side's ops into them are over */
     uint32_t next_ack_id;
     uint32_t rma_queued;  /* pieces of this peer's ops in the retry list (t->piece_retry) */
     uint32_t rma_blocked; /* the lite_efa_rma_flush pass in which the provider refused one */
@@ -372,6 +383,8 @@ int lite_efa_mr_fly(struct lite_transport *t, uint32_t rail, const void *addr, s
 int lite_efa_mr_reg(struct lite_transport *t, const struct lite_tp_mr *mr,
                     struct lite_tp_mr_keys *keys);
 int lite_efa_mr_dereg(struct lite_transport *t, void *handle);
+/* Peer answered INVAL for the region: its ops into it are over. */
+void lite_efa_mr_inval_acked(struct lite_transport *t, int peer, uint64_t core_key);
 void lite_efa_mr_fini(struct lite_transport *t);
 
 /* efa_msg.c */

@@ -204,19 +204,45 @@ int lite_efa_mr_reg(struct lite_transport *t, const struct lite_tp_mr *mr,
     return 0;
 }
 
+static bool told(const struct efa_mr *m, int peer)
+{
+    return m->told && (m->told[peer / 8] >> (peer % 8) & 1);
+}
+
+/* Withdraw a region in two steps, so that no op of a peer touches it once it is gone. Peers
+ * that learned its keys are told (INVAL): they drop the keys (their next op asks again and hears
+ * "no such key"), fail their stripes into it not yet posted, and answer (INVAL_ACK) once the
+ * ones posted are over; until every such peer answered (or is gone) the region stays open and
+ * this returns -EAGAIN, and the core makes progress and calls again (bounded by its op
+ * timeout). Meanwhile queries about it are refused. What this guards most is shm's writer copy
+ * (efa_rma.c): the peer's CPU copies into this process, and no provider key check stands
+ * between that copy and the memory. Inside progress (a deregistration from an upcall: the
+ * core's rendezvous regions, which peers never ask about) the region closes at once, as it
+ * does while the transport closes (peers have said BYE after all they posted). */
 int lite_efa_mr_dereg(struct lite_transport *t, void *handle)
 {
     struct efa_mr *m = handle;
     if (!m)
         return 0;
-    /* Peers that learned this region's keys drop them, so their next op asks again and hears
-     * "no such key" instead of putting a dead key on the wire (one that cannot be told is
-     * failed: its provider would drop the pair at that key). */
-    for (int p = 0; p < t->world; p++)
-        if (m->told && (m->told[p / 8] >> (p % 8) & 1) && !t->peers[p].dead)
-            lite_efa_ctl_must(t, p, LITE_EFA_T_INVAL, m->core_key, NULL, 0);
+    if (!m->dying) {
+        m->dying = true;
+        for (int p = 0; p < t->world; p++)
+            if (told(m, p) && !t->peers[p].dead && !t->peers[p].lost)
+                lite_efa_ctl_must(t, p, LITE_EFA_T_INVAL, m->core_key, NULL, 0);
+    }
+    if (!t->in_progress && !t->closing)
+        for (int p = 0; p < t->world; p++)
+            if (told(m, p) && !t->peers[p].dead && !t->peers[p].lost)
+                return -EAGAIN;
     lite_efa_mr_free(t, m);
     return 0;
+}
+
+void lite_efa_mr_inval_acked(struct lite_transport *t, int peer, uint64_t core_key)
+{
+    struct efa_mr *m = lite_efa_mr_find(t, core_key);
+    if (m && m->dying && m->told)
+        m->told[peer / 8] &= (uint8_t) ~(1u << (peer % 8));
 }
 
 void lite_efa_mr_fini(struct lite_transport *t)

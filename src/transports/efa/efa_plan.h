@@ -155,17 +155,18 @@ static inline int lite_efa_blob_unpack(const uint8_t *in, size_t len, struct lit
 #define LITE_EFA_MAGIC       0xEF
 
 enum lite_efa_type {
-    LITE_EFA_T_MSG = 1,       /* a core message, payload inline after the header */
-    LITE_EFA_T_BIG = 2,       /* a core message whose payload follows as a tagged message */
-    LITE_EFA_T_HELLO = 3,     /* first message to every peer (connect_all) */
-    LITE_EFA_T_KEEPALIVE = 4, /* liveness probe; not sequenced */
-    LITE_EFA_T_BYE = 5,       /* the sender is closing in order; nothing follows */
-    LITE_EFA_T_QUERY = 6,     /* initiator asks about a region key before its first native op */
-    LITE_EFA_T_QREPLY = 7,    /* target's answer: status, base, length, access, per-rail keys */
-    LITE_EFA_T_INVAL = 8,     /* target deregistered a region the peer had asked about */
-    LITE_EFA_T_IMM = 9,       /* an immediate sent as a message (after the data is in place) */
-    LITE_EFA_T_IMM_ACK = 10,  /* ... counted at the target */
-    LITE_EFA_T_MAX = 10
+    LITE_EFA_T_MSG = 1,        /* a core message, payload inline after the header */
+    LITE_EFA_T_BIG = 2,        /* a core message whose payload follows as a tagged message */
+    LITE_EFA_T_HELLO = 3,      /* first message to every peer (connect_all) */
+    LITE_EFA_T_KEEPALIVE = 4,  /* liveness probe; not sequenced */
+    LITE_EFA_T_BYE = 5,        /* the sender is closing in order; nothing follows */
+    LITE_EFA_T_QUERY = 6,      /* initiator asks about a region key before its first native op */
+    LITE_EFA_T_QREPLY = 7,     /* target's answer: status, base, length, access, per-rail keys */
+    LITE_EFA_T_INVAL = 8,      /* target withdraws a region the peer had asked about */
+    LITE_EFA_T_IMM = 9,        /* an immediate sent as a message (after the data is in place) */
+    LITE_EFA_T_IMM_ACK = 10,   /* ... counted at the target */
+    LITE_EFA_T_INVAL_ACK = 11, /* peer dropped the keys; its ops into the region are over */
+    LITE_EFA_T_MAX = 11
 };
 
 struct lite_efa_hdr {

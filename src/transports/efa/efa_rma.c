@@ -7,12 +7,17 @@
  * completes the op. So an initiator never puts a key, address or length on the wire that the
  * target has not confirmed: before its first op on a region of a peer it sends QUERY(core key)
  * and parks the op; the target answers from its own table (QREPLY: status, base, length, access,
- * per-rail keys) and remembers who asked; on deregistration it tells them (INVAL), so their
- * next op asks again. The initiator then checks range and rights itself and refuses with the
- * target's own verdict (-LITE_ERR_REMOTE_KEY / _BOUNDS / _ACCESS); nothing reaches the target's
- * memory. A hostile peer with its own code is still stopped by the provider's key check.
- * Cost: one round trip per (peer, region), then nothing; a region deregistered while a peer
- * still writes into it is the application's race (the provider refuses those writes as above).
+ * per-rail keys) and remembers who asked. The initiator then checks range and rights itself and
+ * refuses with the target's own verdict (-LITE_ERR_REMOTE_KEY / _BOUNDS / _ACCESS); nothing
+ * reaches the target's memory. A hostile peer with its own code is still stopped by the
+ * provider's key check (but see WRITER COPY). Cost: one round trip per (peer, region), then
+ * nothing.
+ *
+ * WITHDRAWAL. On deregistration the target tells those who asked (INVAL) and keeps the region
+ * open until each answered (efa_mr.c). The initiator drops the key (its next op asks again),
+ * fails its stripes into the region that are not yet posted (-LITE_ERR_REMOTE_KEY), and answers
+ * (INVAL_ACK) once its ops into the region that are under way are over: after lite_mr_dereg
+ * returns, no byte of this peer lands there, whether the provider or the writer copies it.
  * Ops the core marks remote_trusted (a rendezvous write into the buffer the target announced in
  * its own CTS) skip the question: the target sent those keys itself, for that op.
  *
@@ -138,9 +143,14 @@ static void release(struct lite_transport *t, struct efa_rma *m)
 
 /* The op is over: tell the core, now (from progress) or from the next progress (inside
  * rma_post, where the core is still setting the request up). */
+static void inval_answer(struct lite_transport *t, int peer);
+
 static void finish(struct lite_transport *t, struct efa_rma *m, int status, bool later)
 {
-    unlink_op(&t->peers[m->peer], m);
+    struct efa_peer *p = &t->peers[m->peer];
+    unlink_op(p, m);
+    if (p->inval_due)
+        inval_answer(t, m->peer);
     if (later) {
         m->status = status;
         m->next = t->rma_later;
@@ -617,7 +627,8 @@ int lite_efa_rma_flush(struct lite_transport *t)
         struct efa_piece *pc = *pp;
         struct efa_rma *m = pc->parent;
         struct efa_peer *p = &t->peers[m->peer];
-        int rc = m->orphan ? 0 : p->rma_blocked == pass ? -FI_EAGAIN : post_piece(t, pc);
+        bool drop = m->orphan || m->inval;
+        int rc = drop ? 0 : p->rma_blocked == pass ? -FI_EAGAIN : post_piece(t, pc);
         if (rc == -FI_EAGAIN) {
             if (p->rma_blocked != pass) {
                 p->rma_blocked = pass;
@@ -632,11 +643,14 @@ int lite_efa_rma_flush(struct lite_transport *t)
             t->piece_retry_tail = prev;
         p->rma_queued--;
         n++;
-        if (!m->orphan && !rc)
+        if (!drop && !rc)
             lite_efa_peer_stuck(t, m->peer, false);
         /* (may post more: retry_push appends behind *pp, which this loop still reaches) */
-        if (m->orphan || rc)
-            lite_efa_piece_done(t, pc, m->orphan ? -LITE_ERR_PEER_LOST : lite_efa_err(rc));
+        if (drop || rc)
+            lite_efa_piece_done(t, pc,
+                                m->orphan  ? -LITE_ERR_PEER_LOST
+                                : m->inval ? -LITE_ERR_REMOTE_KEY
+                                           : lite_efa_err(rc));
     }
     if (t->dc_retry) {
         t->dc_retry = false;
@@ -666,6 +680,8 @@ static void on_query(struct lite_transport *t, int peer, uint64_t key)
     memset(b, 0, sizeof(b));
     struct efa_mr *mr = lite_efa_mr_find(t, key);
     uint32_t n = 0;
+    if (mr && mr->dying)
+        mr = NULL; /* being withdrawn: as good as gone */
     if (!mr) {
         lite_put32(b, (uint32_t)-LITE_ERR_REMOTE_KEY);
         LITE_INFO("%s rank %d: rank %d asked about an unknown region key %#llx", EFA_LOG, t->rank,
@@ -720,6 +736,77 @@ static int on_qreply(struct lite_transport *t, int peer, uint64_t key, const uin
     return 0;
 }
 
+/* Is this op's data still on its way into the target's region `key`? */
+static bool going_into(const struct efa_rma *m, uint64_t key)
+{
+    return m->stage == RMA_DATA && !m->orphan && !m->r.remote_trusted &&
+           m->r.remote_core_key == key;
+}
+
+static bool busy_with(const struct efa_peer *p, uint64_t key)
+{
+    for (const struct efa_rma *m = p->rma; m; m = m->next)
+        if (going_into(m, key))
+            return true;
+    return false;
+}
+
+/* Answer the INVALs whose ops are over (called as ops finish). */
+static void inval_answer(struct lite_transport *t, int peer)
+{
+    struct efa_peer *p = &t->peers[peer];
+    struct efa_inval **pp = &p->inval_due;
+    while (*pp) {
+        struct efa_inval *e = *pp;
+        if (busy_with(p, e->key)) {
+            pp = &e->next;
+            continue;
+        }
+        *pp = e->next;
+        uint64_t key = e->key;
+        free(e);
+        lite_efa_ctl_must(t, peer, LITE_EFA_T_INVAL_ACK, key, NULL, 0);
+        if (p->dead)
+            return; /* failing the peer dropped the rest of the list */
+    }
+}
+
+static void on_inval(struct lite_transport *t, int peer, uint64_t key)
+{
+    struct efa_peer *p = &t->peers[peer];
+    struct efa_qent *q = qfind(p, key);
+    if (q && q->state == QENT_VALID)
+        qremove(p, q);
+    bool busy = false;
+    for (struct efa_rma *m = p->rma; m; m = m->next)
+        if (going_into(m, key)) {
+            m->inval = true; /* its stripes still queued fail (lite_efa_rma_flush) */
+            busy = true;
+        }
+    if (busy) {
+        struct efa_inval *e = malloc(sizeof(*e));
+        if (e) {
+            e->key = key;
+            e->next = p->inval_due;
+            p->inval_due = e;
+            return;
+        }
+        LITE_ERROR("%s rank %d: out of memory: rank %d's region %#llx is answered before this "
+                   "side's ops into it are over",
+                   EFA_LOG, t->rank, peer, (unsigned long long)key);
+    }
+    lite_efa_ctl_must(t, peer, LITE_EFA_T_INVAL_ACK, key, NULL, 0);
+}
+
+static void inval_drop(struct efa_peer *p)
+{
+    while (p->inval_due) {
+        struct efa_inval *e = p->inval_due;
+        p->inval_due = e->next;
+        free(e);
+    }
+}
+
 void lite_efa_rma_ctl(struct lite_transport *t, int peer, const struct lite_efa_hdr *h,
                       const uint8_t *payload, size_t len)
 {
@@ -732,12 +819,12 @@ void lite_efa_rma_ctl(struct lite_transport *t, int peer, const struct lite_efa_
     case LITE_EFA_T_QREPLY:
         rc = on_qreply(t, peer, h->tag, payload, len);
         break;
-    case LITE_EFA_T_INVAL: {
-        struct efa_qent *q = qfind(p, h->tag);
-        if (q && q->state == QENT_VALID)
-            qremove(p, q);
+    case LITE_EFA_T_INVAL:
+        on_inval(t, peer, h->tag);
         break;
-    }
+    case LITE_EFA_T_INVAL_ACK:
+        lite_efa_mr_inval_acked(t, peer, h->tag);
+        break;
     case LITE_EFA_T_IMM:
         if (len != 4) {
             rc = -LITE_ERR_PROTOCOL;
@@ -798,6 +885,7 @@ void lite_efa_rma_peer_failed(struct lite_transport *t, int peer, int code)
     for (int b = 0; b < EFA_QBUCKETS; b++)
         while (p->qcache[b])
             qremove(p, p->qcache[b]);
+    inval_drop(p);
 }
 
 void lite_efa_qcache_fini(struct lite_transport *t)
@@ -815,6 +903,7 @@ void lite_efa_qcache_fini(struct lite_transport *t)
         for (int b = 0; b < EFA_QBUCKETS; b++)
             while (p->qcache[b])
                 qremove(p, p->qcache[b]);
+        inval_drop(p);
     }
     while (t->rma_later) {
         struct efa_rma *m = t->rma_later;

@@ -91,6 +91,7 @@ struct efa_rail {
     uint8_t name[256];
     size_t name_len;
     fi_addr_t *addr; /* by rank */
+    uint32_t out;    /* this side's one-sided posts (stripes, flushes) whose completion is due */
 };
 
 /* ---- memory registration (efa_mr.c) ---- */
@@ -331,6 +332,7 @@ struct lite_transport {
     bool rma_waw;     /* the provider places a peer's writes in order (FI_ORDER_RMA_WAW) */
     bool dc_batch;    /* write acknowledgements batched (cfg.dc_batch and rma_waw) */
     bool writer_copy; /* cfg.writer_copy, and the domain copies plain writes in the post (efa.c) */
+    uint32_t polls;   /* CQ polls so far (efa_cq.c: quiet rails) */
     uint64_t self_copied; /* writer-copied stripes posted (efa_fault_test reads it) */
     bool dc_retry;        /* a flush write waits for the provider (efa_dc.flush_due) */
     bool av_is_rank;      /* fi_addr == rank on every rail (FI_AV_TABLE in rank order) */

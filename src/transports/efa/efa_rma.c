@@ -212,8 +212,10 @@ static int post_piece(struct lite_transport *t, struct efa_piece *pc)
     } else {
         rc = fi_readmsg(r->ep, &msg, flags);
     }
-    if (rc == 0)
+    if (rc == 0) {
         pc->posted = true;
+        r->out++;
+    }
     return (int)rc;
 }
 
@@ -272,13 +274,15 @@ static void start(struct lite_transport *t, struct efa_rma *m, const struct efa_
         return;
     }
     /* Writer copy: two stripes, the target's on rail 0 and this side's on rail 1, always the
-     * same rails so that neither side waits for the lock of the endpoint the other copies on. */
+     * same rails so that neither side waits for the lock of the endpoint the other copies on.
+     * Every op starts on rail 0 then, so rail 1 carries only stripes the writer copies, and
+     * peers read its CQ lazily (efa_cq.c). */
     bool wcopy = t->writer_copy && r->kind == LITE_RMA_WRITE && rails >= 2;
     if (wcopy)
         rails = 2;
     struct lite_efa_stripe st[LITE_MAX_RAILS];
     uint32_t n = lite_efa_plan(r->len, rails, t->cfg.stripe_min, STRIPE_ALIGN,
-                               wcopy ? 0 : t->rma_rr % rails, st);
+                               t->writer_copy ? 0 : t->rma_rr % rails, st);
     t->rma_rr++;
     if (n > 1)
         LITE_DEBUG("%s rank %d: %s of %zu bytes to rank %d striped over %u rails", EFA_LOG, t->rank,
@@ -478,6 +482,7 @@ static void dc_kick(struct lite_transport *t, struct efa_dc *d)
         return;
     }
     d->flush_busy = true;
+    r->out++;
     d->inflight = d->flush_seq = ++d->posted;
 }
 

@@ -7,7 +7,8 @@
  * matching, ordering, credits, ImmCounter, determinism, error reporting). A backend fills a
  * `struct lite_transport_ops`, lists it in the ordered table of src/core/registry.c, and leaves
  * any op it lacks NULL: the core replaces NULL ops with stubs that return -ENOSYS and reports
- * "operation X is not supported by transport Y" to the caller.
+ * "operation X is not supported by transport Y" to the caller. Ops marked optional stay NULL:
+ * the core then takes another way (msg_inject: msg_send).
  *
  * THREADING AND PROGRESS
  *   Every op is called from the thread that owns the context; ops never block except `connect`
@@ -245,6 +246,17 @@ struct lite_transport_ops {
      * the op (bad key, out of bounds, no access) completes it with the target's code.
      */
     int (*rma_post)(struct lite_transport *tp, const struct lite_tp_rma *rma, void *op);
+
+    /*
+     * Optional (libfabric's fi_inject). Send a small message whose bytes leave with the call:
+     * 0 means the payload may be reused at once and no send_done follows. -EAGAIN: not now
+     * (longer than this backend injects, messages to `peer` still queued, the provider busy);
+     * nothing was sent and the core posts the message with msg_send instead, in order. Other
+     * negative codes as msg_send's. The core uses it for small eager messages (a blocking
+     * lite_send then needs no request at all), so it is on every ping-pong's path: keep it short.
+     */
+    int (*msg_inject)(struct lite_transport *tp, int peer, const struct lite_msg_hdr *hdr,
+                      const void *payload);
 };
 
 #ifdef __cplusplus

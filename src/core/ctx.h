@@ -168,6 +168,11 @@ bool lite_any_peer_lost(const struct lite_ctx *ctx);
 int lite_flow_init(struct lite_ctx *ctx, char *why, size_t why_len);
 /* Submit a send to another rank: eager or rendezvous, now or when credit returns. */
 int lite_flow_send(struct lite_ctx *ctx, struct lite_request *r);
+/* Send a small eager message with the backend's msg_inject, its bytes gone on return: 0, or
+ * -EAGAIN when that cannot be done now (no msg_inject, no credit, sends queued, too long, the
+ * backend busy) and the message must go through lite_flow_send; other codes are failures. */
+int lite_flow_inject(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, const void *buf,
+                     size_t len);
 /* Receiver side of an arriving user/collective message: apply piggy-backed credits, check the
  * peer keeps within its credits and the eager size. */
 int lite_flow_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr);

@@ -127,6 +127,14 @@ static int send_ctrl(struct lite_ctx *ctx, int peer, uint8_t type, const void *p
     return rc;
 }
 
+/* A message that did not leave: its credit is ours again and the credits it carried still owed. */
+static void unsent(struct lite_peer *p, uint16_t carried)
+{
+    p->credits++;
+    p->credits_owed += carried;
+    p->rx_outstanding += carried;
+}
+
 /* Hand a user/collective message to the backend now: eager, or an RTS for a large one. */
 static int post_now(struct lite_ctx *ctx, struct lite_request *r)
 {
@@ -142,11 +150,8 @@ static int post_now(struct lite_ctx *ctx, struct lite_request *r)
     p->credits--;
     h.credits = take_owed(p);
     int rc = ctx->ops.msg_send(ctx->tp, r->peer, &h, payload, r);
-    if (rc) {
-        p->credits++;
-        p->credits_owed += h.credits;
-        p->rx_outstanding += h.credits;
-    }
+    if (rc)
+        unsent(p, h.credits);
     return rc;
 }
 
@@ -262,6 +267,24 @@ int lite_flow_send(struct lite_ctx *ctx, struct lite_request *r)
         return 0;
     }
     return post_listed(ctx, p, r);
+}
+
+int lite_flow_inject(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, const void *buf,
+                     size_t len)
+{
+    struct lite_peer *p = &ctx->peers[peer];
+    /* Behind queued sends it would overtake them; at rendezvous size it is no eager message. */
+    if (!ctx->ops.msg_inject || p->credits == 0 || p->sendq || len >= ctx->rndv_threshold)
+        return -EAGAIN;
+    if (chan == LITE_CHAN_COLL)
+        rtr_purge(p, tag + 1); /* as lite_flow_send: a tag that goes eager drops its RTR */
+    struct lite_msg_hdr h = {.tag = tag, .len = len, .channel = chan};
+    p->credits--;
+    h.credits = take_owed(p);
+    int rc = ctx->ops.msg_inject(ctx->tp, peer, &h, buf);
+    if (rc)
+        unsent(p, h.credits);
+    return rc;
 }
 
 int lite_flow_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr)

@@ -464,8 +464,9 @@ static int send_self(struct lite_ctx *ctx, uint8_t chan, uint64_t tag, const voi
     return 0;
 }
 
-int lite_post_send(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, const void *buf,
-                   size_t len, struct lite_request **out)
+/* What every send to `peer` must pass before anything is posted. */
+static int send_check(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, const void *buf,
+                      size_t len)
 {
     int rc = check_peer(ctx, peer, "send");
     if (rc)
@@ -480,25 +481,58 @@ int lite_post_send(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, c
         return lite_fail(ctx, -LITE_ERR_TAG_ORDER,
                          "send to rank %d: tag %#llx is not greater than the previous %#llx", peer,
                          (unsigned long long)tag, (unsigned long long)p->last_sent_tag[chan]);
+    return 0;
+}
+
+static void note_sent(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag)
+{
+    ctx->peers[peer].sent_any[chan] = true;
+    ctx->peers[peer].last_sent_tag[chan] = tag;
+}
+
+static int send_failed(struct lite_ctx *ctx, int peer, int rc)
+{
+    if (rc == -ENOSYS)
+        return lite_fail(ctx, rc, "send is not supported by transport %s", ctx->ops.name);
+    return lite_fail(ctx, rc, "send to rank %d failed: %s", peer, lite_strerror(rc));
+}
+
+/* A checked send with its request: looped back, injected (the request done at once), or handed
+ * to flow control. `inject` false: the caller tried that already. */
+static int post_checked(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, const void *buf,
+                        size_t len, bool inject, struct lite_request **out)
+{
     struct lite_request *r =
         lite_request_new(ctx, LITE_REQ_SEND, chan, peer, tag, (void *)buf, len);
     if (!r)
         return lite_fail(ctx, -ENOMEM, "send: out of memory");
     r->pending_ops = 1;
-    if (peer == ctx->s.rank)
+    int rc = -EAGAIN;
+    if (peer == ctx->s.rank) {
         rc = send_self(ctx, chan, tag, buf, len, r);
-    else
-        rc = lite_flow_send(ctx, r);
+    } else {
+        if (inject && (rc = lite_flow_inject(ctx, chan, peer, tag, buf, len)) == 0) {
+            r->pending_ops = 0;
+            r->bytes = len;
+            finish(r, 0);
+        }
+        if (rc == -EAGAIN)
+            rc = lite_flow_send(ctx, r);
+    }
     if (rc) {
         lite_request_release(ctx, r);
-        if (rc == -ENOSYS)
-            return lite_fail(ctx, rc, "send is not supported by transport %s", ctx->ops.name);
-        return lite_fail(ctx, rc, "send to rank %d failed: %s", peer, lite_strerror(rc));
+        return send_failed(ctx, peer, rc);
     }
-    p->sent_any[chan] = true;
-    p->last_sent_tag[chan] = tag;
+    note_sent(ctx, chan, peer, tag);
     *out = r;
     return 0;
+}
+
+int lite_post_send(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, const void *buf,
+                   size_t len, struct lite_request **out)
+{
+    int rc = send_check(ctx, chan, peer, tag, buf, len);
+    return rc ? rc : post_checked(ctx, chan, peer, tag, buf, len, true, out);
 }
 
 int lite_post_recv(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, void *buf,
@@ -777,8 +811,21 @@ LITE_API int lite_send(lite_ctx_t *ctx, int peer, uint64_t tag, const void *buf,
                        int timeout_ms)
 {
     CHECK_CTX(ctx);
+    int rc = send_check(ctx, LITE_CHAN_USER, peer, tag, buf, len);
+    if (rc)
+        return rc;
+    /* A small message the backend sends with its bytes needs no request and no wait. */
+    if (peer != ctx->s.rank) {
+        rc = lite_flow_inject(ctx, LITE_CHAN_USER, peer, tag, buf, len);
+        if (rc == 0) {
+            note_sent(ctx, LITE_CHAN_USER, peer, tag);
+            return 0;
+        }
+        if (rc != -EAGAIN)
+            return send_failed(ctx, peer, rc);
+    }
     lite_request_t *r;
-    int rc = lite_post_send(ctx, LITE_CHAN_USER, peer, tag, buf, len, &r);
+    rc = post_checked(ctx, LITE_CHAN_USER, peer, tag, buf, len, false, &r);
     if (rc)
         return rc;
     rc = lite_wait(ctx, r, timeout_ms, NULL);

@@ -483,6 +483,12 @@ static int efa_msg_send(struct lite_transport *t, int peer, const struct lite_ms
     return lite_efa_msg_send(t, peer, hdr, payload, op);
 }
 
+static int efa_msg_inject(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
+                          const void *payload)
+{
+    return lite_efa_msg_inject(t, peer, hdr, payload);
+}
+
 static int efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, void *op)
 {
     return lite_efa_rma_post(t, r, op);
@@ -507,4 +513,5 @@ const struct lite_transport_ops lite_efa_ops = {
     .mr_reg = efa_mr_reg,
     .mr_dereg = efa_mr_dereg,
     .rma_post = efa_rma_post,
+    .msg_inject = efa_msg_inject,
 };

@@ -394,6 +394,9 @@ int lite_efa_msg_init(struct lite_transport *t);
 void lite_efa_msg_fini(struct lite_transport *t);
 int lite_efa_msg_send(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
                       const void *payload, void *op);
+/* The transport's msg_inject: a small message with fi_inject from the stack, or -EAGAIN. */
+int lite_efa_msg_inject(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
+                        const void *payload);
 /* An internal message (HELLO, BYE, QUERY, ...) with a small payload copied at once. */
 int lite_efa_ctl_send(struct lite_transport *t, int peer, uint8_t type, uint64_t tag,
                       const void *payload, size_t len);

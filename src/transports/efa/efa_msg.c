@@ -323,17 +323,43 @@ static bool direct_inject(struct lite_transport *t, int peer, const struct lite_
     return true;
 }
 
-int lite_efa_msg_send(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
-                      const void *payload, void *op)
+/* 0 when messages may be posted to `peer`. Not connected (init failed before connect_all)
+ * counts as lost, as on TCP. */
+static int can_send(const struct lite_transport *t, int peer)
 {
     if (peer < 0 || peer >= t->world || peer == t->rank)
         return -EINVAL;
-    struct efa_peer *p = &t->peers[peer];
-    /* Not connected (init failed before connect_all) counts as lost, as on TCP. */
+    const struct efa_peer *p = &t->peers[peer];
     if (p->dead || p->lost || t->rail[0].addr[peer] == FI_ADDR_NOTAVAIL)
         return -LITE_ERR_PEER_LOST;
-    if (!p->txq && hdr->len <= t->cfg.eager_max && LITE_EFA_HDR_LEN + hdr->len <= DIRECT_MAX &&
-        LITE_EFA_HDR_LEN + hdr->len <= t->inject_size && direct_inject(t, peer, hdr, payload, op))
+    return 0;
+}
+
+/* Small enough for direct_inject, with nothing queued to the peer that it would overtake. */
+static bool direct_ok(const struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr)
+{
+    return !t->peers[peer].txq && hdr->len <= t->cfg.eager_max &&
+           LITE_EFA_HDR_LEN + hdr->len <= DIRECT_MAX &&
+           LITE_EFA_HDR_LEN + hdr->len <= t->inject_size;
+}
+
+int lite_efa_msg_inject(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
+                        const void *payload)
+{
+    int rc = can_send(t, peer);
+    if (rc)
+        return rc;
+    return direct_ok(t, peer, hdr) && direct_inject(t, peer, hdr, payload, NULL) ? 0 : -EAGAIN;
+}
+
+int lite_efa_msg_send(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
+                      const void *payload, void *op)
+{
+    int rc = can_send(t, peer);
+    if (rc)
+        return rc;
+    struct efa_peer *p = &t->peers[peer];
+    if (direct_ok(t, peer, hdr) && direct_inject(t, peer, hdr, payload, op))
         return 0;
     struct efa_tx *x = tx_get(t);
     if (!x)
@@ -341,7 +367,7 @@ int lite_efa_msg_send(struct lite_transport *t, int peer, const struct lite_msg_
     bool big = hdr->len > t->cfg.eager_max;
     if (big && t->mr_local && hdr->len) {
         void *desc;
-        int rc = lite_efa_mr_fly(t, 0, payload, hdr->len, FI_SEND, &x->big_mr, &desc);
+        rc = lite_efa_mr_fly(t, 0, payload, hdr->len, FI_SEND, &x->big_mr, &desc);
         if (rc) {
             tx_put(t, x);
             return rc;

@@ -123,6 +123,13 @@ static void test_fill_enosys(void **state)
     assert_int_equal(ops.addr_get(NULL, NULL, &len), -ENOSYS);
     struct lite_msg_hdr h = {0};
     assert_int_equal(ops.msg_send(NULL, 0, &h, NULL, NULL), -ENOSYS);
+    assert_null(ops.msg_inject); /* optional: the core takes msg_send instead */
+}
+
+static int fake_inject(struct lite_transport *tp, int peer, const struct lite_msg_hdr *hdr,
+                       const void *payload)
+{
+    return 9;
 }
 
 /* A table from an older, shorter ABI keeps the defaults for the ops it does not know. */
@@ -133,6 +140,16 @@ static void test_fill_short_table(void **state)
     struct lite_transport_ops ops;
     assert_int_equal(lite_transport_fill(&shorter, &ops), 0);
     assert_int_equal(ops.progress(NULL, 0), -ENOSYS);
+
+    /* An optional op past the table's end is not there; within it, it is kept. */
+    shorter = fake_tcp;
+    shorter.msg_inject = fake_inject;
+    shorter.size = offsetof(struct lite_transport_ops, msg_inject);
+    assert_int_equal(lite_transport_fill(&shorter, &ops), 0);
+    assert_null(ops.msg_inject);
+    shorter.size = sizeof(shorter);
+    assert_int_equal(lite_transport_fill(&shorter, &ops), 0);
+    assert_int_equal(ops.msg_inject(NULL, 0, NULL, NULL), 9);
 
     struct lite_transport_ops wrong = fake_tcp;
     wrong.abi_version = LITE_TRANSPORT_ABI_VERSION + 1;

@@ -507,7 +507,10 @@ static int write_and_wait(lite_ctx_t *ctx, lite_mr_t *mr, const lite_rdesc_t *to
 static void dereg_race(void)
 {
     setenv("LITETX_OP_TIMEOUT_MS", "1000", 1); /* bounds lite_mr_dereg */
-    enum { BIG = 16 << 20, NAP_MS = 300 };
+    /* SETTLE_MS: rank 1 withdraws that long after a barrier, so rank 0 is in its nap by then
+     * and not still in the barrier's progress, where it would answer INVAL at once (a 2-rank
+     * barrier lets one side leave before the other has seen its message). */
+    enum { BIG = 16 << 20, NAP_MS = 500, SETTLE_MS = 100 };
     lite_ctx_t *ctx = mp_init();
     int me = lite_rank(ctx);
     CHECK(lite_world_size(ctx) == 2, "needs 2 ranks");
@@ -529,6 +532,7 @@ static void dereg_race(void)
     if (me == 0) {
         usleep(2500 * 1000);
     } else {
+        usleep(SETTLE_MS * 1000);
         double t0 = now_s();
         rc = lite_mr_dereg(ctx, mr1);
         double took = now_s() - t0;
@@ -559,6 +563,7 @@ static void dereg_race(void)
         CHECK(rc == -LITE_ERR_REMOTE_KEY, "write after the withdrawal: %d (%s)", rc,
               lite_strerror(rc));
     } else {
+        usleep(SETTLE_MS * 1000);
         double t0 = now_s();
         CHECK_RC(ctx, lite_mr_dereg(ctx, mr2));
         double took = now_s() - t0;

@@ -653,6 +653,10 @@ void lite_efa_rx_done(struct lite_transport *t, struct efa_rxbuf *b, size_t len)
         lite_efa_peer_fail(t, src, -LITE_ERR_PROTOCOL, "repeated message sequence number");
         return;
     }
+    if (h->seq == p->rx_seq && !p->held && !p->bigrx) {
+        deliver(t, src, b); /* its turn, nothing held before it: the usual case */
+        return;
+    }
     held_insert(p, b);
     drain(t, src);
 }

@@ -319,7 +319,7 @@ static void lat_loop(struct bench *b, size_t size, long n, double *rtt)
     int peer = 1 - b->rank;
     if (b->rank == 0) {
         for (long i = 0; i < n; i++) {
-            /* No clock read in the pass timed as a whole: one costs ~45 ns in a VM. */
+            /* No clock read in the pass timed as a whole: one costs 26-45 ns in a VM. */
             double t0 = rtt ? now_s() : 0;
             lite_request_t *r = irecv_tag(b, peer, tag_rx(b, peer), b->rbuf, size);
             lite_request_t *s = isend_tag(b, peer, tag_tx(b, peer), b->sbuf, size);

@@ -17,6 +17,9 @@ static int fail(struct efa_rail *r, const char *what, int rc)
 }
 
 /* The endpoint, bound to the rail's AV and CQ, and enabled; *what names the call that failed. */
+/* fi_enable retries after regions left by a dead process (lite_efa_rail_open). */
+#define EBUSY_TRIES (2 * LITE_MAX_RAILS)
+
 static int open_ep(struct efa_rail *r, struct fi_info *info, const char **what)
 {
     *what = "fi_endpoint";
@@ -73,11 +76,14 @@ int lite_efa_rail_open(struct lite_transport *t, uint32_t i, struct fi_info *inf
         return fail(r, "fi_av_open", rc);
     const char *what = NULL;
     rc = open_ep(r, info, &what);
-    if (rc == -FI_EBUSY && !strcmp(what, "fi_enable")) {
-        /* shm names its region after the pid: a region left by a killed process whose pid we
-         * now have reads as "in use" once, and the provider removes it; a fresh endpoint (with
-         * a new name) then opens. */
-        LITE_WARN("%s: fi_enable: region busy (left by a dead process?), retrying once", EFA_LOG);
+    /* shm names a region "pid:uid:n", n counting the process's endpoints. A killed process
+     * leaves its regions behind; one whose pid we now have reads as "in use", and the provider
+     * removes it and fails fi_enable. The next endpoint takes the next n, which that process
+     * may have left too (one per rail): retry while that happens, a bounded number of times
+     * (each try removes one leftover). */
+    for (int tries = 0; rc == -FI_EBUSY && !strcmp(what, "fi_enable") && tries < EBUSY_TRIES;
+         tries++) {
+        LITE_WARN("%s: fi_enable: region busy (left by a dead process?), retrying", EFA_LOG);
         fi_close(&r->ep->fid);
         r->ep = NULL;
         rc = open_ep(r, info, &what);

@@ -20,8 +20,8 @@
  *   the post returns: tcp.c conn.broken, rdma.c fail_deferred, efa_peer.c fail_code).
  *
  * ORDER
- *   Messages posted with `msg_send` to one peer must be delivered to the core's recv_begin in
- *   posting order. That is the only ordering a backend promises.
+ *   Messages posted with `msg_send` to one peer must be delivered to the core (recv_begin or
+ *   recv_msg) in posting order. That is the only ordering a backend promises.
  */
 #ifndef LITETX_TRANSPORT_H
 #define LITETX_TRANSPORT_H
@@ -152,6 +152,14 @@ struct lite_core_upcalls {
                       void **token);
     /* All hdr->len bytes of the message are in place. */
     void (*recv_end)(struct lite_core *core, int peer, void *token);
+    /*
+     * A whole message whose hdr->len payload bytes the backend holds at `payload` (a receive
+     * buffer): the same as recv_begin, the copy and recv_end, in one call and without a token,
+     * so the usual small message costs one upcall. Returns as recv_begin does. Backends that
+     * take messages in pieces (a byte stream, fragments) use recv_begin and recv_end instead.
+     */
+    int (*recv_msg)(struct lite_core *core, int peer, const struct lite_msg_hdr *hdr,
+                    const void *payload);
     /* A msg_send finished: 0 when the buffer may be reused, or a negative code. */
     void (*send_done)(struct lite_core *core, void *op, int status);
     /* A peer is unusable from now on (connection lost, protocol error, ...). `why` is a short

@@ -128,9 +128,10 @@ struct lite_ctx {
     char last_error[512];
 };
 
-/* Record the detail of a failure and return code (for `return lite_fail(ctx, rc, ...)`). */
+/* Record the detail of a failure and return code (for `return lite_fail(ctx, rc, ...)`). Cold:
+ * the compiler lays the hot paths out (and saves registers) as if failures never happen. */
 int lite_fail(struct lite_ctx *ctx, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((cold, format(printf, 3, 4)));
 
 /* Internal posting with an explicit channel (collectives use LITE_CHAN_COLL). */
 int lite_post_send(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, const void *buf,

@@ -134,7 +134,8 @@ static inline void lite_waiter_respin(struct lite_waiter *w)
 }
 
 /* ---- logging (log.c) ---- */
-void lite_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Cold: logging is for what goes wrong (and debugging); hot paths are laid out without it. */
+void lite_log(int level, const char *fmt, ...) __attribute__((cold, format(printf, 2, 3)));
 void lite_log_set_level(int level);
 int lite_log_get_level(void);
 #define LITE_ERROR(...) lite_log(LITE_LOG_ERROR, __VA_ARGS__)

@@ -34,6 +34,17 @@ static int efa_probe(char *why, size_t why_len)
     return rc ? -ENODEV : 0;
 }
 
+/* Every TICK_POLLS polls: read the liveness clock, and run the liveness tick when due. */
+static void tick(struct lite_transport *t)
+{
+    t->polls_left = TICK_POLLS;
+    t->clock_ns = lite_efa_clock();
+    if (t->clock_ns >= t->next_tick_ns) {
+        t->next_tick_ns = t->clock_ns + (int64_t)TICK_MS * 1000000;
+        lite_efa_peer_tick(t);
+    }
+}
+
 /* Read the CQs unless writes arrived less than cfg.imm_yield_ns ago. Reading them is what
  * runs the provider's progress, and on shm that takes the lock a writer's next post needs, so
  * a target that reads again at once lets the writer queue one write per round trip of that
@@ -52,8 +63,10 @@ static int cq_poll_paced(struct lite_transport *t)
     return n;
 }
 
-/* One round: completions, queued posts, liveness. Returns how much happened. */
-static int poll_once(struct lite_transport *t)
+/* One round: completions, queued posts, liveness. Returns how much happened. Inlined into
+ * both callers: a waiting core polls through it back to back, and every instruction here
+ * delays the sight of a message that arrives meanwhile. */
+static inline int poll_once(struct lite_transport *t)
 {
     int n = t->rx_retry ? lite_efa_rx_flush(t) : 0;
     n += cq_poll_paced(t);
@@ -61,14 +74,8 @@ static int poll_once(struct lite_transport *t)
         n += lite_efa_msg_flush(t);
     if (t->piece_retry || t->rma_later || t->dc_retry)
         n += lite_efa_rma_flush(t);
-    if (t->polls_left-- == 0) {
-        t->polls_left = TICK_POLLS;
-        t->clock_ns = lite_efa_clock();
-        if (t->clock_ns >= t->next_tick_ns) {
-            t->next_tick_ns = t->clock_ns + (int64_t)TICK_MS * 1000000;
-            lite_efa_peer_tick(t);
-        }
-    }
+    if (t->polls_left-- == 0)
+        tick(t);
     return n;
 }
 
@@ -96,21 +103,8 @@ static void wait_some(struct lite_transport *t, int ms)
     t->nap_ns = nap * 2 > NAP_MAX_NS ? NAP_MAX_NS : nap * 2;
 }
 
-static int progress_body(struct lite_transport *t, int timeout_ms);
-
-static int efa_progress(struct lite_transport *t, int timeout_ms)
-{
-    bool was = t->in_progress;
-    t->in_progress = true;
-    int n = t->fail_due ? lite_efa_peer_fail_deferred(t) : 0;
-    int rc = progress_body(t, n ? 0 : timeout_ms);
-    if (rc >= 0 && t->fail_due)
-        n += lite_efa_peer_fail_deferred(t);
-    t->in_progress = was;
-    return rc < 0 ? rc : n + rc;
-}
-
-static int progress_body(struct lite_transport *t, int timeout_ms)
+/* A waiting progress call (timeout_ms > 0): poll until something happens or it is time. */
+static __attribute__((noinline)) int progress_body(struct lite_transport *t, int timeout_ms)
 {
     t->events = 0;
     int n = poll_once(t);
@@ -118,8 +112,6 @@ static int progress_body(struct lite_transport *t, int timeout_ms)
         t->nap_ns = POLL_SLEEP_NS;
         return n + t->events;
     }
-    if (timeout_ms == 0)
-        return 0;
     int64_t now = lite_now_ns();
     int64_t deadline = now + (int64_t)timeout_ms * 1000000;
     /* Poll a little before the first sleep. The peer's next op usually follows soon, and this
@@ -139,6 +131,29 @@ static int progress_body(struct lite_transport *t, int timeout_ms)
         now = lite_now_ns();
     }
     return 0;
+}
+
+static int efa_progress(struct lite_transport *t, int timeout_ms)
+{
+    bool was = t->in_progress;
+    t->in_progress = true;
+    int n = t->fail_due ? lite_efa_peer_fail_deferred(t) : 0;
+    int rc;
+    if (timeout_ms == 0 || n) {
+        /* A poll, what the core repeats while it spins: one round and nothing else. */
+        t->events = 0;
+        rc = poll_once(t);
+        if (rc > 0 || t->events > 0) {
+            t->nap_ns = POLL_SLEEP_NS;
+            rc += t->events;
+        }
+    } else {
+        rc = progress_body(t, timeout_ms);
+    }
+    if (rc >= 0 && t->fail_due)
+        n += lite_efa_peer_fail_deferred(t);
+    t->in_progress = was;
+    return rc < 0 ? rc : n + rc;
 }
 
 static void efa_close(struct lite_transport *t);

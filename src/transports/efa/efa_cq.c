@@ -215,35 +215,41 @@ static bool rail_quiet(const struct lite_transport *t, uint32_t r)
     return r > 0 && t->writer_copy && t->rail[r].out == 0 && t->polls % QUIET_POLLS != 0;
 }
 
-int lite_efa_cq_poll(struct lite_transport *t)
+/* Read one rail's CQ: up to CQ_ROUNDS batches, each completion handed to its op. */
+static inline int cq_read(struct lite_transport *t, uint32_t r)
 {
     int n = 0;
     struct fi_cq_data_entry e[CQ_BATCH];
     fi_addr_t src[CQ_BATCH];
     bool from = t->imm_mode == IMM_CQDATA32;
-    t->polls++;
-    for (uint32_t r = 0; r < t->nrails; r++) {
-        if (rail_quiet(t, r))
-            continue;
-        for (int round = 0; round < CQ_ROUNDS; round++) {
-            ssize_t got = from ? fi_cq_readfrom(t->rail[r].cq, e, CQ_BATCH, src)
-                               : fi_cq_read(t->rail[r].cq, e, CQ_BATCH);
-            if (got > 0) {
-                for (ssize_t i = 0; i < got; i++)
-                    dispatch(t, r, &e[i], from ? src[i] : FI_ADDR_NOTAVAIL);
-                n += (int)got;
-                if (got < CQ_BATCH)
-                    break;
-            } else if (got == -FI_EAVAIL) {
-                dispatch_err(t, r);
-                n++;
-            } else {
-                if (got != -FI_EAGAIN)
-                    LITE_ERROR("%s rank %d: fi_cq_read on rail %u failed: %s", EFA_LOG, t->rank, r,
-                               fi_strerror((int)-got));
+    for (int round = 0; round < CQ_ROUNDS; round++) {
+        ssize_t got = from ? fi_cq_readfrom(t->rail[r].cq, e, CQ_BATCH, src)
+                           : fi_cq_read(t->rail[r].cq, e, CQ_BATCH);
+        if (got > 0) {
+            for (ssize_t i = 0; i < got; i++)
+                dispatch(t, r, &e[i], from ? src[i] : FI_ADDR_NOTAVAIL);
+            n += (int)got;
+            if (got < CQ_BATCH)
                 break;
-            }
+        } else if (got == -FI_EAVAIL) {
+            dispatch_err(t, r);
+            n++;
+        } else {
+            if (got != -FI_EAGAIN)
+                LITE_ERROR("%s rank %d: fi_cq_read on rail %u failed: %s", EFA_LOG, t->rank, r,
+                           fi_strerror((int)-got));
+            break;
         }
     }
+    return n;
+}
+
+int lite_efa_cq_poll(struct lite_transport *t)
+{
+    t->polls++;
+    int n = cq_read(t, 0);
+    for (uint32_t r = 1; r < t->nrails; r++)
+        if (!rail_quiet(t, r))
+            n += cq_read(t, r);
     return n;
 }

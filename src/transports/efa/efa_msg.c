@@ -316,7 +316,7 @@ static bool direct_inject(struct lite_transport *t, int peer, const struct lite_
     if (fi_inject(t->rail[0].ep, b, n + hdr->len, t->rail[0].addr[peer]))
         return false;
     p->tx_seq++;
-    lite_efa_peer_stuck(t, peer, false);
+    p->stuck_since = 0; /* a post went through: not stuck (lite_efa_peer_stuck) */
     p->last_tx_ns = t->clock_ns;
     if (op)
         t->up->send_done(t->core, op, 0);
@@ -325,7 +325,7 @@ static bool direct_inject(struct lite_transport *t, int peer, const struct lite_
 
 /* 0 when messages may be posted to `peer`. Not connected (init failed before connect_all)
  * counts as lost, as on TCP. */
-static int can_send(const struct lite_transport *t, int peer)
+static inline int can_send(const struct lite_transport *t, int peer)
 {
     if (peer < 0 || peer >= t->world || peer == t->rank)
         return -EINVAL;
@@ -541,16 +541,10 @@ static void deliver(struct lite_transport *t, int peer, struct efa_rxbuf *b)
                                   .channel = h->channel,
                                   .flags = h->flags,
                                   .credits = h->credits};
-        void *dst = NULL, *token = NULL;
-        rc = t->up->recv_begin(t->core, peer, &mh, &dst, &token);
+        rc = t->up->recv_msg(t->core, peer, &mh, payload);
         t->events++;
-        if (rc < 0) {
+        if (rc < 0)
             bad = "message refused by the core";
-            break;
-        }
-        if (dst && h->len)
-            memcpy(dst, payload, h->len);
-        t->up->recv_end(t->core, peer, token);
         break;
     }
     case LITE_EFA_T_BIG:

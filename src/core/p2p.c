@@ -217,9 +217,7 @@ static void deliver_unexp(struct lite_ctx *ctx, struct lite_request *r, struct l
 #define TOKEN_UNEXP ((uintptr_t)1)
 static char token_rts, token_ctrl;
 
-/* What every eager message or RTS on the user and collective channels passes: the credit it
- * used, and tags that strictly increase per peer and channel (anything else is a broken or
- * hostile peer). */
+/* Out of line, so that admit() stays short. */
 static __attribute__((noinline, cold)) int tag_refused(struct lite_ctx *ctx, int peer,
                                                        const struct lite_msg_hdr *hdr)
 {
@@ -230,6 +228,9 @@ static __attribute__((noinline, cold)) int tag_refused(struct lite_ctx *ctx, int
                      (unsigned long long)ctx->peers[peer].last_rcvd_tag[ch], ch);
 }
 
+/* What every eager message or RTS on the user and collective channels passes: the credit it
+ * used, and tags that strictly increase per peer and channel (anything else is a broken or
+ * hostile peer). */
 static inline int admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr)
 {
     struct lite_peer *p = &ctx->peers[peer];

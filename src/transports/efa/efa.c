@@ -103,15 +103,19 @@ static void wait_some(struct lite_transport *t, int ms)
     t->nap_ns = nap * 2 > NAP_MAX_NS ? NAP_MAX_NS : nap * 2;
 }
 
-/* A waiting progress call (timeout_ms > 0): poll until something happens or it is time. */
-static __attribute__((noinline)) int progress_body(struct lite_transport *t, int timeout_ms)
+/* A round that found something: what progress reports (events: upcalls made meanwhile). */
+static inline int busy_round(struct lite_transport *t, int n)
 {
-    t->events = 0;
-    int n = poll_once(t);
-    if (n > 0 || t->events > 0) {
-        t->nap_ns = POLL_SLEEP_NS;
-        return n + t->events;
-    }
+    if (n == 0 && t->events == 0)
+        return 0;
+    t->nap_ns = POLL_SLEEP_NS;
+    return n + t->events;
+}
+
+/* Poll, then nap, until something happens or timeout_ms (> 0) pass; the first round found
+ * nothing. Out of line: efa_progress's one round is what a spinning core repeats. */
+static __attribute__((noinline)) int progress_wait(struct lite_transport *t, int timeout_ms)
+{
     int64_t now = lite_now_ns();
     int64_t deadline = now + (int64_t)timeout_ms * 1000000;
     /* Poll a little before the first sleep. The peer's next op usually follows soon, and this
@@ -123,11 +127,9 @@ static __attribute__((noinline)) int progress_body(struct lite_transport *t, int
     while (now < deadline) {
         if (now >= spin_until)
             wait_some(t, lite_ms_left(deadline, 1000));
-        n = poll_once(t);
-        if (n > 0 || t->events > 0) {
-            t->nap_ns = POLL_SLEEP_NS;
-            return n + t->events;
-        }
+        int n = busy_round(t, poll_once(t));
+        if (n)
+            return n;
         now = lite_now_ns();
     }
     return 0;
@@ -138,18 +140,10 @@ static int efa_progress(struct lite_transport *t, int timeout_ms)
     bool was = t->in_progress;
     t->in_progress = true;
     int n = t->fail_due ? lite_efa_peer_fail_deferred(t) : 0;
-    int rc;
-    if (timeout_ms == 0 || n) {
-        /* A poll, what the core repeats while it spins: one round and nothing else. */
-        t->events = 0;
-        rc = poll_once(t);
-        if (rc > 0 || t->events > 0) {
-            t->nap_ns = POLL_SLEEP_NS;
-            rc += t->events;
-        }
-    } else {
-        rc = progress_body(t, timeout_ms);
-    }
+    t->events = 0;
+    int rc = busy_round(t, poll_once(t));
+    if (rc == 0 && n == 0 && timeout_ms > 0)
+        rc = progress_wait(t, timeout_ms);
     if (rc >= 0 && t->fail_due)
         n += lite_efa_peer_fail_deferred(t);
     t->in_progress = was;

@@ -637,9 +637,10 @@ static void reg_advance(struct lite_ctx *ctx, struct lite_coll_op *skip)
         free(mine);
 }
 
-static int backend_progress(struct lite_coll_op *op, int sleep_ms)
+/* waiting: a step of a wait loop (lite_progress_once, with the spin pause); else one poll. */
+static int backend_progress(struct lite_coll_op *op, int sleep_ms, bool waiting)
 {
-    int rc = lite_progress_once(op->ctx, sleep_ms);
+    int rc = waiting ? lite_progress_once(op->ctx, sleep_ms) : lite_progress_poll(op->ctx);
     if (rc < 0)
         return lite_coll_fail(op, rc, "transport %s progress failed: %s", op->ctx->ops.name,
                               lite_strerror(rc));
@@ -683,7 +684,7 @@ static int drive(struct lite_coll_op *op, int64_t deadline)
         int ms = lite_waiter_next(&w);
         if (ms < 0)
             return timed_out(op);
-        if (backend_progress(op, ms))
+        if (backend_progress(op, ms, true))
             return op->error;
     }
 }
@@ -812,7 +813,7 @@ int lite_coll_test(struct lite_ctx *ctx, struct lite_request *req, lite_status_t
     struct lite_coll_op *op = req->coll;
     if (!op->done && !op->error) {
         if (op->n > 1)
-            backend_progress(op, 0);
+            backend_progress(op, 0, false);
         advance(op);
         reg_advance(ctx, op);
         if (!op->done && !op->error)

@@ -26,14 +26,36 @@ static const char *env_lookup(const char *name, void *arg)
  * has a core; sleeping keeps oversubscribed runs (more ranks than cores) moving. */
 static int64_t default_spin_ns(int world_size)
 {
-    const char *v = getenv("LITETX_SPIN_US");
-    if (v && *v) {
-        char *end;
-        long us = strtol(v, &end, 10);
-        if (*end == 0 && us >= 0 && us <= 10000000)
-            return (int64_t)us * 1000;
+    return (int64_t)lite_env_long("LITETX_SPIN_US", 0, 10000000, world_size <= 2 ? 200 : 20) * 1000;
+}
+
+/* How long a spinning wait pauses after a poll that found nothing (LITETX_SPIN_PAUSE_NS), as a
+ * count of CPU pause hints (lite_cpu_relax): the hint frees the core for its other hardware
+ * thread, which may be running the very peer rank we wait for, and eases the poller's hold on
+ * the cache lines the peer's next post needs; the price is up to that long before a message that
+ * arrives meanwhile is seen. A pause takes a few ns on some CPUs and ~40 on others (~19 on the
+ * AMD EPYC hosts of docs/EFA.md), so the count is timed here, at init. Off by default: where
+ * the two ranks do not share a core, the reaction time costs more than the pause gives
+ * (docs/CONFIG.md has the measurements). */
+#define SPIN_PAUSE_NS_DEFAULT 0
+
+static uint8_t default_spin_pause(void)
+{
+    long budget = lite_env_long("LITETX_SPIN_PAUSE_NS", 0, 1000, SPIN_PAUSE_NS_DEFAULT);
+    if (budget == 0)
+        return 0;
+    int64_t best = INT64_MAX;
+    for (int k = 0; k < 3; k++) { /* the least of three: a preempted try reads long */
+        int64_t t0 = lite_now_ns();
+        lite_cpu_relax(64);
+        int64_t t = lite_now_ns() - t0;
+        best = t < best ? t : best;
     }
-    return world_size <= 2 ? 200000 : 20000;
+    int64_t n = best > 0 ? (budget * 64 + best / 2) / best : 255;
+    n = n < 1 ? 1 : n > 255 ? 255 : n;
+    LITE_DEBUG("spin pause: %lld hints (~%ld ns; 64 took %lld ns)", (long long)n, budget,
+               (long long)best);
+    return (uint8_t)n;
 }
 
 /* Ranks on this host, from the launcher (litetx-run, Open MPI, torchrun), or 0 if unknown. */
@@ -163,6 +185,7 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     lite_log_set_level(ctx->s.log_level);
     ctx->spin_ns = default_spin_ns(ctx->s.world_size);
     ctx->yield_polls = default_yield();
+    ctx->spin_pause = default_spin_pause();
     ctx->peers = calloc((size_t)ctx->s.world_size, sizeof(struct lite_peer));
     if (!ctx->peers)
         return init_fail(ctx, -ENOMEM, "out of memory");

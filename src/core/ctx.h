@@ -112,9 +112,10 @@ struct lite_ctx {
     struct lite_request *req_cache; /* released requests kept for reuse (p2p.c) */
     struct lite_request *req_all;   /* every allocated request (lite_request.all_next) */
     int req_cached;
-    int64_t spin_ns;  /* how long a wait polls before it sleeps in the backend */
-    bool yield_polls; /* more ranks on this host than CPUs: yield the CPU after each poll */
-    uint16_t tp_id;   /* hash of the transport name, stamped into remote descriptors */
+    int64_t spin_ns;    /* how long a wait polls before it sleeps in the backend */
+    bool yield_polls;   /* more ranks on this host than CPUs: yield the CPU after each poll */
+    uint8_t spin_pause; /* CPU pause hints after a poll that found nothing (lite_cpu_relax) */
+    uint16_t tp_id;     /* hash of the transport name, stamped into remote descriptors */
     struct lite_rdesc_memo *rdesc_memo; /* LITE_RDESC_MEMOS entries, allocated on first parse */
     uint32_t credits_max;               /* eager slots granted to each peer */
     size_t rndv_threshold;              /* messages of at least this many bytes go by rendezvous */
@@ -155,8 +156,11 @@ extern const struct lite_core_upcalls lite_core_upcalls;
 /* Tear down matching state (frees unexpected messages, fails posted requests). */
 void lite_p2p_fini(struct lite_ctx *ctx);
 
-/* Make progress once, sleeping in the backend up to sleep_ms. >= 0 or a negative code. */
+/* A wait loop's step: make progress once, sleeping in the backend up to sleep_ms; with sleep_ms
+ * 0, a poll that finds nothing ends with the spin pause. >= 0 or a negative code. */
 int lite_progress_once(struct lite_ctx *ctx, int sleep_ms);
+/* One poll without the pause (lite_test, lite_progress: the user's loop decides). */
+int lite_progress_poll(struct lite_ctx *ctx);
 /* Finish a request (status 0 or negative). */
 void lite_request_finish(struct lite_request *r, int error);
 struct lite_request *lite_request_new(struct lite_ctx *ctx, uint8_t kind, uint8_t chan, int peer,

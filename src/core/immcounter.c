@@ -23,15 +23,7 @@ static uint32_t hash32(uint32_t x)
 
 static uint32_t max_counters(void)
 {
-    const char *v = getenv("LITETX_IMM_COUNTERS");
-    if (v && *v) {
-        char *end;
-        unsigned long n = strtoul(v, &end, 10);
-        if (*end == 0 && n >= 1 && n <= (1u << 24))
-            return (uint32_t)n;
-        LITE_WARN("LITETX_IMM_COUNTERS=\"%s\" ignored: must be 1..16777216", v);
-    }
-    return IMM_DEFAULT_MAX;
+    return (uint32_t)lite_env_long("LITETX_IMM_COUNTERS", 1, 1L << 24, IMM_DEFAULT_MAX);
 }
 
 static struct lite_imm_entry *find(struct lite_imm_table *t, uint32_t imm)

@@ -65,6 +65,9 @@ static inline uint64_t lite_get64(const uint8_t *p)
 int64_t lite_now_ns(void); /* CLOCK_MONOTONIC */
 /* CPUs in a kernel cpulist such as "0-3,8,10-11\n" (cpuset files), or 0 if it does not parse. */
 long lite_cpulist_count(const char *s);
+/* A tuning variable of the environment: an integer in lo..hi, else dflt (unset or empty), or
+ * dflt with a warning naming the variable (anything else: "12x", "0x1", out of range). */
+long lite_env_long(const char *name, long lo, long hi, long dflt);
 /* Deadline for a timeout in ms (LITE_TIMEOUT_INFINITE -> INT64_MAX). */
 int64_t lite_deadline_ns(int timeout_ms);
 /* Milliseconds left until deadline, clamped to [0, cap_ms]. */
@@ -124,6 +127,22 @@ static inline int lite_waiter_next(struct lite_waiter *w)
     if (w->now >= w->deadline)
         return -ETIMEDOUT;
     return w->now < w->spin_until ? 0 : lite_ms_left(w->deadline, 100);
+}
+
+/* A spinning wait's pause hint: it tells the CPU that this is a wait loop, which frees the
+ * core's pipeline for its other hardware thread (on an SMT sibling that may be the very peer we
+ * wait for) and lowers the loop's power draw. x86 `pause`, arm64 `yield`. */
+static inline void lite_cpu_relax(unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ __volatile__("yield" ::: "memory");
+#else
+        __asm__ __volatile__("" ::: "memory");
+#endif
+    }
 }
 
 /* Something moved: spin again (imm_wait while writes keep arriving). */

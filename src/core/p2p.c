@@ -653,9 +653,25 @@ static inline int progress_step(struct lite_ctx *ctx, int sleep_ms)
     return rc;
 }
 
+/* A step of the library's own wait loops: a poll that found nothing is followed by the spin
+ * pause (LITETX_SPIN_PAUSE_NS). lite_test and lite_progress do not pause: between the user's
+ * calls there may be other work. */
+static inline int wait_step(struct lite_ctx *ctx, int sleep_ms)
+{
+    int rc = progress_step(ctx, sleep_ms);
+    if (rc == 0 && sleep_ms == 0 && !ctx->yield_polls)
+        lite_cpu_relax(ctx->spin_pause);
+    return rc;
+}
+
 int lite_progress_once(struct lite_ctx *ctx, int sleep_ms)
 {
-    return progress_step(ctx, sleep_ms);
+    return wait_step(ctx, sleep_ms);
+}
+
+int lite_progress_poll(struct lite_ctx *ctx)
+{
+    return progress_step(ctx, 0);
 }
 
 int lite_wait_all(struct lite_ctx *ctx, struct lite_request **reqs, int n, int64_t deadline_ns)
@@ -777,7 +793,7 @@ LITE_API int lite_test(lite_ctx_t *ctx, lite_request_t *req, lite_status_t *stat
     if (req->kind == LITE_REQ_COLL)
         return lite_coll_test(ctx, req, status);
     if (req->state != LITE_REQ_DONE) {
-        int rc = lite_progress_once(ctx, 0);
+        int rc = progress_step(ctx, 0);
         if (rc < 0)
             return rc;
         if (req->state != LITE_REQ_DONE)
@@ -810,7 +826,7 @@ LITE_API int lite_wait(lite_ctx_t *ctx, lite_request_t *req, int timeout_ms, lit
         if (ms < 0)
             return lite_fail(ctx, -ETIMEDOUT, "wait: %s rank %d (tag %#llx) timed out",
                              op_name(req), req->peer, (unsigned long long)req->tag);
-        int rc = progress_step(ctx, ms);
+        int rc = wait_step(ctx, ms);
         if (rc < 0)
             return rc;
     }
@@ -924,6 +940,6 @@ LITE_API int lite_recv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size_
 LITE_API int lite_progress(lite_ctx_t *ctx)
 {
     CHECK_CTX(ctx);
-    int rc = lite_progress_once(ctx, 0);
+    int rc = progress_step(ctx, 0);
     return rc < 0 ? rc : 0;
 }

@@ -1,4 +1,5 @@
-/* util.c - small helpers: clocks, bounded formatting, CPU lists. */
+/* util.c - small helpers: clocks, bounded formatting, CPU lists, tuning variables. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -59,4 +60,22 @@ long lite_cpulist_count(const char *s)
         s = *end == ',' ? end + 1 : end;
     }
     return n;
+}
+
+long lite_env_long(const char *name, long lo, long hi, long dflt)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    /* strict decimal, as the configuration's integers: no spaces, no hex, no trailing text */
+    bool digits = isdigit((unsigned char)v[0]) ||
+                  ((v[0] == '-' || v[0] == '+') && isdigit((unsigned char)v[1]));
+    if (digits && *end == 0 && errno == 0 && n >= lo && n <= hi)
+        return n;
+    LITE_WARN("%s=\"%s\" ignored: must be an integer in %ld..%ld; using %ld", name, v, lo, hi,
+              dflt);
+    return dflt;
 }

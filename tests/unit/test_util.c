@@ -1,6 +1,7 @@
 /* test_util.c - the kernel cpulist parser behind the yield heuristic (LITETX_YIELD),
  * lite_sock_connect's report of why it gave up (real sockets on loopback), and the wait-loop
- * clock (lite_waiter: deadline and spin phase with few clock reads). */
+ * clock (lite_waiter: deadline and spin phase with few clock reads), and the tuning variables'
+ * reader (lite_env_long: strict integers in range, else the default). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -8,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -154,6 +156,34 @@ static void test_waiter_spin_then_sleep(void **state)
     assert_true(ms >= 0 && ms <= 50);
 }
 
+static long env_with(const char *value)
+{
+    if (value)
+        setenv("LITETX_TEST_TUNING", value, 1);
+    else
+        unsetenv("LITETX_TEST_TUNING");
+    return lite_env_long("LITETX_TEST_TUNING", 0, 64, 7);
+}
+
+static void test_env_long(void **state)
+{
+    (void)state;
+    assert_int_equal(env_with(NULL), 7);
+    assert_int_equal(env_with(""), 7);
+    assert_int_equal(env_with("0"), 0);
+    assert_int_equal(env_with("64"), 64);
+    assert_int_equal(env_with("+3"), 3);
+    /* refused, with a warning: the default stays */
+    assert_int_equal(env_with("65"), 7);
+    assert_int_equal(env_with("-1"), 7);
+    assert_int_equal(env_with("12x"), 7);
+    assert_int_equal(env_with(" 3"), 7);
+    assert_int_equal(env_with("0x1"), 7);
+    assert_int_equal(env_with("1.5"), 7);
+    assert_int_equal(env_with("99999999999999999999"), 7);
+    unsetenv("LITETX_TEST_TUNING");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -164,6 +194,7 @@ int main(void)
         cmocka_unit_test(test_waiter_untimed_polls),
         cmocka_unit_test(test_waiter_timeout_ms),
         cmocka_unit_test(test_waiter_spin_then_sleep),
+        cmocka_unit_test(test_env_long),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

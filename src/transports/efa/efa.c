@@ -15,6 +15,10 @@
 
 #define CLOSE_DRAIN_MS 2000
 #define TICK_MS        5
+#define SPIN_BUDGET_NS 600      /* extra empty CQ reads of a polling progress call, in time, */
+#define SPIN_MAX       8        /* and in count */
+#define SPIN_TIMED     4        /* reads per timing of an empty read, */
+#define SPIN_TRIES     3        /* and timings (the least counts) */
 #define TICK_POLLS     63       /* polls between reads of the liveness clock: a poll is >= 30 ns */
 #define POLL_SLEEP_NS  50000    /* first nap between polls when the CQs cannot be slept on, */
 #define NAP_MAX_NS     1000000  /* doubling while nothing happens, up to this */
@@ -135,6 +139,39 @@ static __attribute__((noinline)) int progress_wait(struct lite_transport *t, int
     return 0;
 }
 
+/* Nothing a round's bookkeeping must see to first: the extra reads may follow. */
+static inline bool spin_ok(const struct lite_transport *t)
+{
+    return !t->rx_retry && !t->flush_pending && !t->piece_retry && !t->rma_later && !t->dc_retry &&
+           !t->yield_until && !t->fail_due;
+}
+
+/* The extra reads of a polling call that found nothing. A waiting core calls progress back to
+ * back, and the round around each read (the core's loop, this call, the pending-work checks)
+ * costs about half as much as shm's empty read itself: reading rail 0 again at once sees an
+ * arriving message sooner (docs/EFA.md, Progress). How many: what fits SPIN_BUDGET_NS, by the
+ * cost of an empty read, timed on the first calls (least of SPIN_TRIES), so a provider whose
+ * read is a system call (tcp;ofi_rxm: poll + read) keeps one read per call. */
+static int spin_reads(struct lite_transport *t)
+{
+    if (t->spin_tries == 0)
+        return t->spin_polls ? lite_efa_cq_spin(t, t->spin_polls) : 0;
+    int64_t t0 = lite_now_ns();
+    int n = lite_efa_cq_spin(t, SPIN_TIMED);
+    int64_t per = (lite_now_ns() - t0) / SPIN_TIMED;
+    if (n)
+        return n; /* a completion in the timing: not an empty read's cost */
+    if (t->spin_read_ns == 0 || per < t->spin_read_ns)
+        t->spin_read_ns = per > 0 ? per : 1;
+    if (--t->spin_tries == 0) {
+        int64_t k = SPIN_BUDGET_NS / t->spin_read_ns;
+        t->spin_polls = (int)(k > SPIN_MAX ? SPIN_MAX : k);
+        LITE_DEBUG("%s rank %d: empty CQ read %lld ns: %d extra reads per polling call", EFA_LOG,
+                   t->rank, (long long)t->spin_read_ns, t->spin_polls);
+    }
+    return 0;
+}
+
 static int efa_progress(struct lite_transport *t, int timeout_ms)
 {
     bool was = t->in_progress;
@@ -142,6 +179,8 @@ static int efa_progress(struct lite_transport *t, int timeout_ms)
     int n = t->fail_due ? lite_efa_peer_fail_deferred(t) : 0;
     t->events = 0;
     int rc = busy_round(t, poll_once(t));
+    if (rc == 0 && n == 0 && timeout_ms == 0 && spin_ok(t))
+        rc = busy_round(t, spin_reads(t));
     if (rc == 0 && n == 0 && timeout_ms > 0)
         rc = progress_wait(t, timeout_ms);
     if (rc >= 0 && t->fail_due)
@@ -179,6 +218,7 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
     t->up = prm->up;
     t->epfd = -1;
     t->clock_ns = lite_efa_clock();
+    t->spin_tries = SPIN_TRIES;
     for (uint32_t i = 0; i < LITE_MAX_RAILS; i++)
         t->rail[i].wait_fd = -1;
     char why[384];

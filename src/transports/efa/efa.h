@@ -351,6 +351,11 @@ struct lite_transport {
     int epfd;
     int64_t nap_ns; /* next idle nap without a wait fd: doubles while idle, reset by events */
     int events;     /* upcalls made during this progress call */
+    /* Extra rail-0 reads a polling progress call makes before it returns empty (see
+     * efa_progress): set from the cost of an empty read, timed by the first calls (spin_tries). */
+    int spin_polls;
+    int spin_tries;       /* timings left to take; 0: spin_polls is set */
+    int64_t spin_read_ns; /* least cost of an empty read seen while timing */
 };
 
 /* The clock of liveness bookkeeping (ticks, keepalives, stuck posts: all in milliseconds):
@@ -446,6 +451,7 @@ bool lite_efa_err_is_conn(int fi_code);
  * -LITE_ERR_PEER_LOST) stay. */
 int lite_efa_loss_code(const struct lite_transport *t, int code);
 int lite_efa_cq_poll(struct lite_transport *t);
+int lite_efa_cq_spin(struct lite_transport *t, int polls);
 
 /* efa_peer.c */
 void lite_efa_peer_init(struct lite_transport *t, int peer, const struct lite_efa_blob *b);

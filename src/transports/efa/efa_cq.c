@@ -244,6 +244,22 @@ static inline int cq_read(struct lite_transport *t, uint32_t r)
     return n;
 }
 
+/* Rail 0 read up to `polls` times while it has nothing, with none of a progress round's
+ * bookkeeping between the reads: what a waiting core repeats. Not while a later rail has posts
+ * whose completions are due. */
+int lite_efa_cq_spin(struct lite_transport *t, int polls)
+{
+    for (uint32_t r = 1; r < t->nrails; r++)
+        if (!t->writer_copy || t->rail[r].out)
+            return 0;
+    for (int i = 0; i < polls; i++) {
+        int n = cq_read(t, 0);
+        if (n)
+            return n;
+    }
+    return 0;
+}
+
 int lite_efa_cq_poll(struct lite_transport *t)
 {
     t->polls++;

@@ -10,6 +10,7 @@
  */
 #include <stdbool.h>
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -75,6 +76,32 @@ static void wait_child(const sigset_t *set, double until)
     struct timespec ts = {.tv_sec = (time_t)left,
                           .tv_nsec = (long)((left - (double)(time_t)left) * 1e9)};
     sigtimedwait(set, NULL, &ts);
+}
+
+/*
+ * What a rank cannot remove when it dies: libfabric's shm provider (the efa backend with
+ * LITETX_EFA_PROVIDER=shm) keeps each endpoint's region in /dev/shm/<pid>:<uid>:<index> and
+ * unlinks it when the endpoint closes; a rank killed, or ended with _exit as the fault tests'
+ * crashing ranks are, leaves it behind (16 MiB each, some resident). The launcher removes those
+ * of a rank that is gone but not yet reaped, so the pid cannot belong to anyone else yet.
+ */
+static void remove_shm_regions(pid_t pid)
+{
+    char prefix[48];
+    int plen = snprintf(prefix, sizeof(prefix), "%ld:%ld:", (long)pid, (long)getuid());
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *idx = e->d_name + plen;
+        if (strncmp(e->d_name, prefix, (size_t)plen) || !*idx ||
+            strspn(idx, "0123456789") != strlen(idx))
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT)
+            fprintf(stderr, "litetx-run: cannot remove /dev/shm/%s: %s\n", e->d_name,
+                    strerror(errno));
+    }
+    closedir(d);
 }
 
 int main(int argc, char **argv)
@@ -146,11 +173,15 @@ int main(int argc, char **argv)
     double start = now_s(), kill_at = timeout > 0 ? start + timeout : 0;
     bool killed = false;
     while (live > 0) {
-        int status;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
-        if (pid < 0 && errno == ECHILD)
+        /* Seen first without reaping: the rank's leftovers go while its pid is still its own. */
+        siginfo_t si = {0};
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD)
             break; /* nothing left to wait for (cannot happen while live > 0) */
+        pid_t pid = si.si_pid;
+        int status = 0;
         if (pid > 0) {
+            remove_shm_regions(pid);
+            waitpid(pid, &status, 0);
             int r = 0;
             while (r < n && pids[r] != pid)
                 r++;

@@ -234,7 +234,9 @@ struct lite_transport_ops {
                     const void *payload, void *op);
 
     /* Make progress; wait at most timeout_ms (0 = poll) for something to happen. Returns the
-     * number of events handled (>= 0) or a negative code for a failure of the whole instance. */
+     * number of events handled (>= 0) or a negative code for a failure of the whole instance.
+     * A poll may look a few times before it returns nothing, for well under a microsecond: the
+     * core's waits poll back to back (efa reads its CQ again where that read is cheap). */
     int (*progress)(struct lite_transport *tp, int timeout_ms);
 
     /* Register a region for one-sided ops (both as a local source/sink and as a remote target). */

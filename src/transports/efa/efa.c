@@ -139,11 +139,12 @@ static __attribute__((noinline)) int progress_wait(struct lite_transport *t, int
     return 0;
 }
 
-/* Nothing a round's bookkeeping must see to first: the extra reads may follow. */
+/* Nothing a round's bookkeeping must see to first, and no later rail whose completions are
+ * due: the extra reads of rail 0 may follow. */
 static inline bool spin_ok(const struct lite_transport *t)
 {
     return !t->rx_retry && !t->flush_pending && !t->piece_retry && !t->rma_later && !t->dc_retry &&
-           !t->yield_until && !t->fail_due;
+           !t->yield_until && !t->fail_due && lite_efa_later_rails_idle(t);
 }
 
 /* The extra reads of a polling call that found nothing. A waiting core calls progress back to

@@ -452,6 +452,8 @@ bool lite_efa_err_is_conn(int fi_code);
 int lite_efa_loss_code(const struct lite_transport *t, int code);
 int lite_efa_cq_poll(struct lite_transport *t);
 int lite_efa_cq_spin(struct lite_transport *t, int polls);
+/* Rails past 0 have nothing due from this side's progress (writer copy, no posts out). */
+bool lite_efa_later_rails_idle(const struct lite_transport *t);
 
 /* efa_peer.c */
 void lite_efa_peer_init(struct lite_transport *t, int peer, const struct lite_efa_blob *b);

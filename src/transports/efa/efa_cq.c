@@ -210,9 +210,15 @@ static void dispatch_err(struct lite_transport *t, uint32_t rail)
  * call (endpoint lock, two queues) less per poll on the message path. */
 #define QUIET_POLLS 16
 
+/* A rail past 0 with nothing due from this side's progress (see above). */
+static bool rail_idle(const struct lite_transport *t, uint32_t r)
+{
+    return r > 0 && t->writer_copy && t->rail[r].out == 0;
+}
+
 static bool rail_quiet(const struct lite_transport *t, uint32_t r)
 {
-    return r > 0 && t->writer_copy && t->rail[r].out == 0 && t->polls % QUIET_POLLS != 0;
+    return rail_idle(t, r) && t->polls % QUIET_POLLS != 0;
 }
 
 /* Read one rail's CQ: up to CQ_ROUNDS batches, each completion handed to its op. */
@@ -244,14 +250,18 @@ static inline int cq_read(struct lite_transport *t, uint32_t r)
     return n;
 }
 
-/* Rail 0 read up to `polls` times while it has nothing, with none of a progress round's
- * bookkeeping between the reads: what a waiting core repeats. Not while a later rail has posts
- * whose completions are due. */
-int lite_efa_cq_spin(struct lite_transport *t, int polls)
+bool lite_efa_later_rails_idle(const struct lite_transport *t)
 {
     for (uint32_t r = 1; r < t->nrails; r++)
-        if (!t->writer_copy || t->rail[r].out)
-            return 0;
+        if (!rail_idle(t, r))
+            return false;
+    return true;
+}
+
+/* Rail 0 read up to `polls` times while it has nothing, with none of a progress round's
+ * bookkeeping between the reads: what a waiting core repeats. */
+int lite_efa_cq_spin(struct lite_transport *t, int polls)
+{
     for (int i = 0; i < polls; i++) {
         int n = cq_read(t, 0);
         if (n)

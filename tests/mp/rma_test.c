@@ -5,6 +5,7 @@
  * Run: litetx-run -n N rma_test             (N = 2..4)
  *      litetx-run -n 2 rma_test sustained   (a long stream of 1 MiB writes, rank 0 -> 1)
  *      litetx-run -n 2 rma_test flush_dereg (the target drops a region once its writes are in)
+ *      litetx-run -n 2 rma_test paged_flood (tens of thousands of small page writes in flight)
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -471,12 +472,153 @@ static void flush_dereg(lite_ctx_t *ctx)
     }
 }
 
+/*
+ * KV-cache paged writes with tens of thousands of small pages in flight at once: far more than
+ * any provider queue holds, so the backend must queue and post with back-pressure, and its cost
+ * per page must not grow with the number queued (a quadratic retry pass ran for minutes here).
+ * Rank 0 posts every op of three page sizes (4 KiB, 512 B, 64 B) before it waits for any; each op
+ * has its own immediate, whose counter must reach exactly its page count at rank 1, and every
+ * byte is checked. Half the ops read contiguous source pages and write runs of 4 adjacent target
+ * pages (a backend may coalesce those), the others are shuffled page by page.
+ */
+#define FLOOD_OPS   8
+#define FLOOD_WAIT  20000
+#define FLOOD_ROUND 2
+
+struct flood_class {
+    size_t page, base, npages; /* page size, offset of its area in both buffers, pages in all */
+};
+
+static const struct flood_class flood[] = {
+    {4096, 0, 2048},        /* 8 MiB */
+    {512, 8u << 20, 8192},  /* 4 MiB */
+    {64, 12u << 20, 65536}, /* 4 MiB */
+};
+#define NFLOOD (sizeof(flood) / sizeof(flood[0]))
+
+static uint32_t flood_rand(uint64_t *x)
+{
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return (uint32_t)(*x >> 11);
+}
+
+/* Op k of class c: its page lists (indices into the class's area), the same on both ranks. */
+static void flood_lists(size_t c, int k, int round, uint32_t *sp, uint32_t *dp)
+{
+    size_t per = flood[c].npages / FLOOD_OPS;
+    uint32_t first = (uint32_t)((size_t)k * per);
+    uint64_t x = 0x9E3779B97F4A7C15ull ^ (c << 8) ^ ((uint64_t)k << 16) ^ ((uint64_t)round << 24);
+    if (k % 2 == 0) {
+        /* runs of 4 adjacent pages, source and target, the runs shuffled */
+        size_t nb = per / 4;
+        uint32_t *blk = malloc(nb * sizeof(*blk));
+        CHECK(blk, "oom");
+        for (size_t b = 0; b < nb; b++)
+            blk[b] = (uint32_t)b;
+        for (size_t b = nb; b > 1; b--) {
+            size_t j = flood_rand(&x) % b;
+            uint32_t t = blk[b - 1];
+            blk[b - 1] = blk[j], blk[j] = t;
+        }
+        for (size_t i = 0; i < per; i++) {
+            sp[i] = first + (uint32_t)i;
+            dp[i] = first + blk[i / 4] * 4 + (uint32_t)(i % 4);
+        }
+        free(blk);
+    } else {
+        for (size_t i = 0; i < per; i++)
+            sp[i] = dp[i] = first + (uint32_t)i;
+        for (size_t i = per; i > 1; i--) {
+            size_t j = flood_rand(&x) % i, l = flood_rand(&x) % i;
+            uint32_t t = sp[i - 1];
+            sp[i - 1] = sp[j], sp[j] = t;
+            t = dp[i - 1], dp[i - 1] = dp[l], dp[l] = t;
+        }
+    }
+}
+
+static void paged_flood(lite_ctx_t *ctx)
+{
+    size_t maxper = 0, total = 0;
+    for (size_t c = 0; c < NFLOOD; c++) {
+        size_t per = flood[c].npages / FLOOD_OPS;
+        maxper = per > maxper ? per : maxper;
+        total += flood[c].npages;
+    }
+    uint32_t *sp = malloc(maxper * sizeof(*sp)), *dp = malloc(maxper * sizeof(*dp));
+    lite_request_t **reqs = calloc(NFLOOD * FLOOD_OPS, sizeof(*reqs));
+    CHECK(sp && dp && reqs, "oom");
+    for (int round = 0; round < FLOOD_ROUND; round++) {
+        uint32_t imm0 = 0x8000 + (uint32_t)round * 0x100;
+        if (me == 1)
+            memset(win, 0, 16u << 20);
+        for (size_t c = 0; me == 0 && c < NFLOOD; c++)
+            for (size_t i = 0; i < flood[c].npages; i++)
+                mp_fill(src + flood[c].base + i * flood[c].page, flood[c].page, 0, 1,
+                        (uint32_t)(c << 20 | i) + (uint32_t)round);
+        CHECK_RC(ctx, lite_barrier(ctx, 30000));
+        if (me == 0) {
+            double t0 = now_s();
+            for (size_t c = 0; c < NFLOOD; c++)
+                for (int k = 0; k < FLOOD_OPS; k++) {
+                    const struct flood_class *f = &flood[c];
+                    size_t per = f->npages / FLOOD_OPS, pb = f->base / f->page;
+                    flood_lists(c, k, round, sp, dp);
+                    for (size_t i = 0; i < per; i++)
+                        sp[i] += (uint32_t)pb, dp[i] += (uint32_t)pb;
+                    CHECK_RC(ctx, lite_write_paged(ctx, 1, src_mr, sp, &descs[1], dp, per, f->page,
+                                                   imm0 + (uint32_t)(c * FLOOD_OPS) + (uint32_t)k,
+                                                   LITE_WRITE_WITH_IMM,
+                                                   &reqs[c * FLOOD_OPS + (size_t)k]));
+                }
+            for (size_t i = 0; i < NFLOOD * FLOOD_OPS; i++)
+                CHECK_RC(ctx, lite_wait(ctx, reqs[i], FLOOD_WAIT, NULL));
+            printf("rank 0: %zu page writes in flight at once: %.3f s\n", total, now_s() - t0);
+        } else if (me == 1) {
+            for (size_t c = 0; c < NFLOOD; c++)
+                for (int k = 0; k < FLOOD_OPS; k++) {
+                    uint32_t imm = imm0 + (uint32_t)(c * FLOOD_OPS) + (uint32_t)k;
+                    size_t per = flood[c].npages / FLOOD_OPS;
+                    CHECK_RC(ctx, lite_imm_wait(ctx, imm, per, FLOOD_WAIT));
+                }
+            /* every counter consumed exactly: none got an arrival too many */
+            for (size_t c = 0; c < NFLOOD; c++)
+                for (int k = 0; k < FLOOD_OPS; k++) {
+                    uint64_t left = 1;
+                    uint32_t imm = imm0 + (uint32_t)(c * FLOOD_OPS) + (uint32_t)k;
+                    CHECK_RC(ctx, lite_imm_peek(ctx, imm, &left));
+                    CHECK(left == 0, "immediate %#x: %llu arrivals more than pages", imm,
+                          (unsigned long long)left);
+                }
+            for (size_t c = 0; c < NFLOOD; c++)
+                for (int k = 0; k < FLOOD_OPS; k++) {
+                    const struct flood_class *f = &flood[c];
+                    size_t per = f->npages / FLOOD_OPS;
+                    flood_lists(c, k, round, sp, dp);
+                    for (size_t i = 0; i < per; i++) {
+                        long bad = mp_verify(win + f->base + dp[i] * f->page, f->page, 0, 1,
+                                             (uint32_t)(c << 20 | sp[i]) + (uint32_t)round);
+                        CHECK(bad < 0, "round %d, %zu-byte page %u (op %d): byte %ld wrong", round,
+                              f->page, dp[i], k, bad);
+                    }
+                }
+        }
+        CHECK_RC(ctx, lite_barrier(ctx, 60000));
+    }
+    free(sp);
+    free(dp);
+    free(reqs);
+}
+
 int main(int argc, char **argv)
 {
     lite_ctx_t *ctx = mp_init();
     setup(ctx);
     bool stream = argc > 1 && !strcmp(argv[1], "sustained");
-    if (argc > 1 && !strcmp(argv[1], "flush_dereg")) {
+    if (argc > 1 && !strcmp(argv[1], "paged_flood")) {
+        CHECK(n == 2, "paged_flood runs with 2 ranks");
+        paged_flood(ctx);
+    } else if (argc > 1 && !strcmp(argv[1], "flush_dereg")) {
         CHECK(n == 2, "flush_dereg runs with 2 ranks");
         flush_dereg(ctx);
     } else if (stream) {

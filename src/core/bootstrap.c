@@ -1,9 +1,12 @@
 /*
  * bootstrap.c - the rendezvous at rank 0: every rank's transport address is gathered there and
- * sent back to all, and a barrier ends lite_init(). Plain blocking-with-deadline TCP: it runs
- * once per context, so clarity beats speed here.
+ * sent back to all, and a barrier ends lite_init(). The root serves every connection at once
+ * (poll, non-blocking, a partial hello and a deadline per connection), so that connections
+ * that are not ranks (silent, slow, garbage, half-open) cannot delay the ranks; the other ranks
+ * use plain blocking-with-deadline calls.
  *
  * Frame: u32 magic | u32 type | u32 rank | u32 world | u32 len, then len bytes (little-endian).
+ * An ABORT carries the error code (positive) in its rank field and the reason as its bytes.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -19,6 +22,17 @@
 #define BS_HDR           20
 #define BS_MAX_PAYLOAD   (1u << 24)
 #define BS_HELLO_WAIT_MS 2000 /* how long an accepted connection gets to introduce itself */
+/* Connections held before they said hello: the ranks still to come plus this many strangers;
+ * past that the oldest stranger is dropped (a rank it was retries). */
+#define BS_STRANGER_MARGIN 32
+#define BS_ACCEPT_BATCH    64  /* accepts per turn of the loop, so reads are not starved */
+#define BS_TELL_MS         100 /* a frame to a rank that does not read is not waited for long */
+/* After a configuration failure the root waits this long at most for the ranks not yet
+ * connected, to tell them why rather than leave them to time out. */
+#define BS_ABORT_LINGER_MS 3000
+/* Each connect attempt to the root is given this long before a fresh one (a SYN lost to a full
+ * listen queue is retried sooner than the kernel's backoff would). */
+#define BS_CONNECT_TRY_MS 2000
 /* Non-root ranks wait this much past the deadline for the root's verdict, so that when a rank
  * is missing every rank hears from the root which one, rather than timing out on its own. */
 #define BS_VERDICT_GRACE_NS (1500 * 1000000LL)
@@ -32,6 +46,8 @@ struct lite_bootstrap {
     int *fds;      /* root: fds[r] for r >= 1 */
     char local_host[LITE_HOST_MAX];
     char root_desc[LITE_HOST_MAX + 8];
+    struct sockaddr_storage root_ss; /* non-root: the root's address, to connect again */
+    socklen_t root_sl;
 };
 
 struct bs_frame {
@@ -82,6 +98,20 @@ static int recv_frame(int fd, struct bs_frame *f, int64_t deadline)
     return rc;
 }
 
+/* The code an ABORT frame carries; one without (an older root) is read from its reason. */
+static int abort_code(const struct bs_frame *f)
+{
+    switch (f->rank) {
+    case ETIMEDOUT:
+    case LITE_ERR_PEER_LOST:
+    case LITE_ERR_CONFIG:
+    case LITE_ERR_PROTOCOL:
+        return -(int)f->rank;
+    default:
+        return strstr((char *)f->payload, "did not arrive") ? -ETIMEDOUT : -LITE_ERR_PEER_LOST;
+    }
+}
+
 static int listen_root(struct lite_bootstrap *b, const struct lite_settings *s, char *why,
                        size_t why_len)
 {
@@ -95,7 +125,10 @@ static int listen_root(struct lite_bootstrap *b, const struct lite_settings *s, 
         return fd;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 128) != 0) {
+    /* Every rank may connect at once: a queue that holds them all (the kernel caps it at
+     * net.core.somaxconn), so none waits for a SYN retransmission. */
+    int backlog = b->world + BS_STRANGER_MARGIN > 128 ? b->world + BS_STRANGER_MARGIN : 128;
+    if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, backlog) != 0) {
         rc = -errno;
         lite_fmt(why, why_len, "rank 0 cannot listen on the root address %s: %s", b->root_desc,
                  strerror(errno));
@@ -107,17 +140,28 @@ static int listen_root(struct lite_bootstrap *b, const struct lite_settings *s, 
     return 0;
 }
 
+/* A connection to the root before the deadline: lite_sock_connect retries refusals (the root
+ * may not listen yet: ranks start in any order); an attempt left pending for BS_CONNECT_TRY_MS
+ * is started afresh. */
+static int dial_root(struct lite_bootstrap *b, int64_t deadline, int *last_err)
+{
+    for (;;) {
+        int64_t now = lite_now_ns(), try_dl = now + (int64_t)BS_CONNECT_TRY_MS * 1000000;
+        int fd = lite_sock_connect(&b->root_ss, b->root_sl, try_dl < deadline ? try_dl : deadline,
+                                   last_err);
+        if (fd != -ETIMEDOUT || try_dl >= deadline)
+            return fd;
+    }
+}
+
 static int connect_root(struct lite_bootstrap *b, const struct lite_settings *s, int64_t deadline,
                         char *why, size_t why_len)
 {
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    int rc = lite_sock_resolve(s->root_host, s->root_port, &ss, &sl, why, why_len);
+    int rc = lite_sock_resolve(s->root_host, s->root_port, &b->root_ss, &b->root_sl, why, why_len);
     if (rc)
         return rc;
-    /* The root may not listen yet (ranks start in any order): lite_sock_connect retries. */
     int last_err = 0;
-    int fd = lite_sock_connect(&ss, sl, deadline, &last_err);
+    int fd = dial_root(b, deadline, &last_err);
     if (fd < 0) {
         char lb[96];
         if (fd == -ETIMEDOUT)
@@ -176,13 +220,19 @@ int lite_bootstrap_local_host(struct lite_bootstrap *b, char *host, size_t len)
     return 0;
 }
 
-/* Root: tell every connected rank why init failed, so they fail with the same reason. */
-static void root_abort(struct lite_bootstrap *b, const char *why)
+/* Root: tell a rank why init failed (the code, positive, rides in the frame's rank field). */
+static void tell_abort(int fd, int code, const char *why)
 {
-    int64_t dl = lite_deadline_ns(500);
+    send_frame(fd, BS_ABORT, (uint32_t)-code, 0, why, (uint32_t)strlen(why),
+               lite_deadline_ns(BS_TELL_MS));
+}
+
+/* Root: tell every connected rank why init failed, so they fail with the same reason. */
+static void root_abort(struct lite_bootstrap *b, int code, const char *why)
+{
     for (int r = 1; r < b->world; r++)
         if (b->fds[r] >= 0)
-            send_frame(b->fds[r], BS_ABORT, 0, (uint32_t)b->world, why, (uint32_t)strlen(why), dl);
+            tell_abort(b->fds[r], code, why);
 }
 
 static void list_ranks(char *out, size_t len, const int *fds, int world, bool want_missing)
@@ -201,90 +251,279 @@ static void list_ranks(char *out, size_t len, const int *fds, int world, bool wa
     }
 }
 
-/* Root: accept connections until every rank said hello or the deadline passed. */
+/* An accepted connection that has not yet introduced itself, with its hello read so far. */
+struct bs_conn {
+    int fd;
+    int64_t since;    /* accepted at: the oldest stranger gives way when the table is full */
+    int64_t deadline; /* its hello must be complete by then */
+    uint32_t got;     /* bytes of the hello read (header, then payload) */
+    uint8_t hdr[BS_HDR];
+    uint8_t *payload;
+};
+
+/* The root's event loop: the listener, the ranks that said hello, the strangers. */
+struct bs_root {
+    struct lite_bootstrap *b;
+    void **blobs;
+    size_t *lens;
+    struct bs_conn *c; /* strangers, c[0..nc) */
+    int nc, cap;
+    int arrived;    /* ranks in, the root included */
+    int rc;         /* the failure found, once found */
+    bool *told;     /* after a configuration failure: the ranks told why */
+    int ntold;      /* ... and how many */
+    int64_t linger; /* ... and until when the root waits to tell the rest */
+    char *why;
+    size_t why_len;
+};
+
+static void conn_drop(struct bs_root *g, int k, const char *bad)
+{
+    struct bs_conn *c = &g->c[k];
+    if (bad)
+        LITE_WARN("bootstrap root %s: dropped a connection: %s", g->b->root_desc, bad);
+    close(c->fd);
+    free(c->payload);
+    g->c[k] = g->c[--g->nc];
+}
+
+/*
+ * Read what a stranger sent, without blocking: 1 when its hello is complete, 0 when more is to
+ * come, -1 when it must go (*bad says why). Bytes are checked as they come, so garbage is
+ * dropped at its first wrong byte.
+ */
+static int conn_read(struct bs_conn *c, const char **bad)
+{
+    uint8_t magic[4];
+    lite_put32(magic, BS_MAGIC);
+    for (;;) {
+        uint8_t *dst;
+        size_t want;
+        if (c->got < BS_HDR) {
+            dst = c->hdr + c->got;
+            want = BS_HDR - c->got;
+        } else {
+            uint32_t len = lite_get32(c->hdr + 16), have = c->got - BS_HDR;
+            if (have == len)
+                return 1;
+            dst = c->payload + have;
+            want = len - have;
+        }
+        ssize_t n = recv(c->fd, dst, want, 0);
+        if (n == 0) {
+            *bad = NULL; /* a client that closed is no news */
+            return -1;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            *bad = NULL;
+            return -1;
+        }
+        uint32_t before = c->got;
+        c->got += (uint32_t)n;
+        for (uint32_t i = before; i < c->got && i < 4; i++)
+            if (c->hdr[i] != magic[i]) {
+                *bad = "not a liblitetx bootstrap frame";
+                return -1;
+            }
+        if (before < BS_HDR && c->got == BS_HDR) {
+            uint32_t len = lite_get32(c->hdr + 16);
+            if (lite_get32(c->hdr + 4) != BS_HELLO) {
+                *bad = "first frame is not a hello";
+                return -1;
+            }
+            if (len > LITE_BOOT_BLOB_MAX) {
+                *bad = "address blob too long";
+                return -1;
+            }
+            if (!(c->payload = malloc(len + 1))) {
+                *bad = "out of memory";
+                return -1;
+            }
+            c->payload[len] = 0;
+        }
+    }
+}
+
+/* Fail init for a configuration every rank must share: tell who is connected, then linger a
+ * little to tell the ranks still arriving, so that every rank reports the cause. */
+static void config_fail(struct bs_root *g, int k, uint32_t rank, uint32_t world)
+{
+    struct lite_bootstrap *b = g->b;
+    lite_fmt(g->why, g->why_len,
+             "rank %u runs world size %u, the root (rank 0) %d: every rank must use the same "
+             "world size",
+             rank, world, b->world);
+    g->rc = -LITE_ERR_CONFIG;
+    g->linger = lite_deadline_ns(BS_ABORT_LINGER_MS);
+    tell_abort(g->c[k].fd, g->rc, g->why);
+    root_abort(b, g->rc, g->why);
+    for (int r = 1; r < b->world; r++)
+        if (b->fds[r] >= 0 || (uint32_t)r == rank) {
+            g->told[r] = true;
+            g->ntold++;
+        }
+}
+
+/* A stranger's hello is complete: take the rank in, or refuse it. */
+static void conn_hello(struct bs_root *g, int k)
+{
+    struct lite_bootstrap *b = g->b;
+    struct bs_conn *c = &g->c[k];
+    uint32_t rank = lite_get32(c->hdr + 8), world = lite_get32(c->hdr + 12);
+    if (g->rc) { /* failing: every rank that turns up hears why */
+        tell_abort(c->fd, g->rc, g->why);
+        if (rank >= 1 && rank < (uint32_t)b->world && !g->told[rank]) {
+            g->told[rank] = true;
+            g->ntold++;
+        }
+        conn_drop(g, k, NULL);
+        return;
+    }
+    if (world != (uint32_t)b->world) {
+        config_fail(g, k, rank, world);
+        conn_drop(g, k, NULL);
+        return;
+    }
+    if (rank == 0 || rank >= (uint32_t)b->world) {
+        conn_drop(g, k, "rank out of range");
+        return;
+    }
+    if (b->fds[rank] >= 0) {
+        conn_drop(g, k, "rank already connected");
+        return;
+    }
+    b->fds[rank] = c->fd;
+    g->blobs[rank] = c->payload;
+    g->lens[rank] = lite_get32(c->hdr + 16);
+    g->arrived++;
+    g->c[k] = g->c[--g->nc];
+}
+
+/* Accept what waits at the listener; a full table of strangers loses its oldest. */
+static void root_accept(struct bs_root *g)
+{
+    for (int i = 0; i < BS_ACCEPT_BATCH; i++) {
+        int fd = accept4(g->b->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && g->nc > 0) {
+            int old = 0;
+            for (int k = 1; k < g->nc; k++)
+                old = g->c[k].since < g->c[old].since ? k : old;
+            conn_drop(g, old, "out of file descriptors: the oldest stranger gives way");
+            continue;
+        }
+        if (fd < 0)
+            return; /* EAGAIN: no more; a connection already reset: ignored */
+        if (g->nc == g->cap) {
+            int old = 0;
+            for (int k = 1; k < g->nc; k++)
+                old = g->c[k].since < g->c[old].since ? k : old;
+            conn_drop(g, old, "too many connections that have not said hello");
+        }
+        int64_t now = lite_now_ns();
+        g->c[g->nc++] = (struct bs_conn){
+            .fd = fd, .since = now, .deadline = now + (int64_t)BS_HELLO_WAIT_MS * 1000000};
+    }
+}
+
+/*
+ * Root: serve every connection at once until every rank said hello or the deadline passed.
+ * Strangers (port scanners, health checks, a silent or slow client) each have their own
+ * deadline and partial hello, and at most world_size + BS_STRANGER_MARGIN of them are held, so
+ * none can delay or keep out a rank.
+ */
 static int root_gather(struct lite_bootstrap *b, void **blobs, size_t *lens, int64_t deadline,
                        char *why, size_t why_len)
 {
-    int arrived = 1, rc = 0;
-    struct pollfd *pfd = malloc(sizeof(*pfd) * (size_t)b->world);
-    int *map = malloc(sizeof(int) * (size_t)b->world);
-    if (!pfd || !map) {
+    struct bs_root g = {.b = b,
+                        .blobs = blobs,
+                        .lens = lens,
+                        .cap = b->world + BS_STRANGER_MARGIN,
+                        .arrived = 1,
+                        .why = why,
+                        .why_len = why_len};
+    size_t npfd = 1 + (size_t)b->world + (size_t)g.cap;
+    g.c = calloc((size_t)g.cap, sizeof(*g.c));
+    g.told = calloc((size_t)b->world, sizeof(bool));
+    struct pollfd *pfd = malloc(sizeof(*pfd) * npfd);
+    int *map = malloc(sizeof(int) * npfd);
+    if (!g.c || !g.told || !pfd || !map) {
+        free(g.c);
+        free(g.told);
         free(pfd);
         free(map);
         return -ENOMEM;
     }
-    while (arrived < b->world && !rc) {
-        /* Watch the listener and the ranks already in: one leaving early fails init at once. */
-        int n = 0;
-        pfd[n] = (struct pollfd){.fd = b->listen_fd, .events = POLLIN};
-        map[n++] = -1;
-        for (int r = 1; r < b->world; r++)
-            if (b->fds[r] >= 0) {
-                pfd[n] = (struct pollfd){.fd = b->fds[r], .events = POLLIN};
-                map[n++] = r;
-            }
-        int ms = lite_ms_left(deadline, 1000);
-        if (ms == 0 && lite_now_ns() >= deadline) {
+    for (;;) {
+        int64_t now = lite_now_ns();
+        if (!g.rc && g.arrived == b->world)
+            break;
+        if (g.rc && (g.ntold == b->world - 1 || now >= g.linger || now >= deadline))
+            break;
+        if (!g.rc && now >= deadline) {
             char missing[200];
             list_ranks(missing, sizeof(missing), b->fds, b->world, true);
             lite_fmt(why, why_len, "rank(s) %s did not arrive at the root %s before the deadline",
                      missing, b->root_desc);
-            root_abort(b, why);
-            rc = -ETIMEDOUT;
+            root_abort(b, -ETIMEDOUT, why);
+            g.rc = -ETIMEDOUT;
             break;
         }
-        if (poll(pfd, (nfds_t)n, ms) <= 0)
+        int64_t wake = g.rc && g.linger < deadline ? g.linger : deadline;
+        for (int k = g.nc - 1; k >= 0; k--) {
+            if (g.c[k].deadline <= now)
+                conn_drop(&g, k, "no hello in time");
+            else if (g.c[k].deadline < wake)
+                wake = g.c[k].deadline;
+        }
+        /* The listener, the ranks in (one leaving early fails init at once), the strangers. */
+        int n = 0;
+        pfd[n] = (struct pollfd){.fd = b->listen_fd, .events = POLLIN};
+        map[n++] = 0;
+        for (int r = 1; r < b->world && !g.rc; r++)
+            if (b->fds[r] >= 0) {
+                pfd[n] = (struct pollfd){.fd = b->fds[r], .events = POLLIN};
+                map[n++] = r;
+            }
+        int first_stranger = n;
+        for (int k = 0; k < g.nc; k++)
+            pfd[n++] = (struct pollfd){.fd = g.c[k].fd, .events = POLLIN};
+        int got = poll(pfd, (nfds_t)n, lite_ms_left(wake, 1000));
+        if (got <= 0)
             continue;
-        for (int i = 1; i < n && !rc; i++) {
+        for (int i = 1; i < first_stranger && !g.rc; i++) {
             if (pfd[i].revents) {
                 lite_fmt(why, why_len, "rank %d left during the bootstrap", map[i]);
-                root_abort(b, why);
-                rc = -LITE_ERR_PEER_LOST;
+                root_abort(b, -LITE_ERR_PEER_LOST, why);
+                g.rc = -LITE_ERR_PEER_LOST;
             }
         }
-        if (rc || !(pfd[0].revents & POLLIN))
-            continue;
-        int fd = accept4(b->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
-            continue;
-        struct bs_frame f;
-        int64_t hello_dl = lite_deadline_ns(BS_HELLO_WAIT_MS);
-        int frc = recv_frame(fd, &f, hello_dl < deadline ? hello_dl : deadline);
-        const char *bad = NULL;
-        if (frc)
-            bad =
-                frc == -LITE_ERR_PROTOCOL ? "not a liblitetx bootstrap frame" : lite_strerror(frc);
-        else if (f.type != BS_HELLO)
-            bad = "first frame is not a hello";
-        else if (f.world != (uint32_t)b->world)
-            bad = "world size differs from the root's";
-        else if (f.rank == 0 || f.rank >= (uint32_t)b->world)
-            bad = "rank out of range";
-        else if (b->fds[f.rank] >= 0)
-            bad = "rank already connected";
-        else if (f.len > LITE_BOOT_BLOB_MAX)
-            bad = "address blob too long";
-        if (bad) {
-            LITE_WARN("bootstrap root %s: refused a connection: %s", b->root_desc, bad);
-            if (!frc && f.type == BS_HELLO && f.world != (uint32_t)b->world) {
-                char m[160];
-                lite_fmt(m, sizeof(m), "the root runs world size %d, you said %u", b->world,
-                         f.world);
-                send_frame(fd, BS_ABORT, 0, (uint32_t)b->world, m, (uint32_t)strlen(m),
-                           lite_deadline_ns(200));
-            }
-            free(f.payload);
-            close(fd);
-            continue;
+        if (g.rc == -LITE_ERR_PEER_LOST)
+            break;
+        /* Backwards: a dropped stranger's slot takes the last one's, already looked at. */
+        for (int k = g.nc - 1; k >= 0; k--) {
+            if (!pfd[first_stranger + k].revents)
+                continue;
+            const char *bad = NULL;
+            int st = conn_read(&g.c[k], &bad);
+            if (st < 0)
+                conn_drop(&g, k, bad);
+            else if (st > 0)
+                conn_hello(&g, k);
         }
-        b->fds[f.rank] = fd;
-        blobs[f.rank] = f.payload;
-        lens[f.rank] = f.len;
-        arrived++;
+        if (pfd[0].revents & POLLIN)
+            root_accept(&g);
     }
+    while (g.nc > 0)
+        conn_drop(&g, g.nc - 1, NULL);
+    free(g.c);
+    free(g.told);
     free(pfd);
     free(map);
-    return rc;
+    return g.rc;
 }
 
 int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t len,
@@ -337,24 +576,50 @@ int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t 
             }
         }
     } else {
-        rc = send_frame(b->root_fd, BS_HELLO, (uint32_t)b->rank, (uint32_t)b->world, blob,
-                        (uint32_t)len, deadline_ns);
         struct bs_frame f = {0};
         int64_t verdict_dl = deadline_ns > INT64_MAX - BS_VERDICT_GRACE_NS
                                  ? INT64_MAX
                                  : deadline_ns + BS_VERDICT_GRACE_NS;
-        if (!rc)
-            rc = recv_frame(b->root_fd, &f, verdict_dl);
+        int drops = 0, pause_ms = 10;
+        for (;;) {
+            rc = send_frame(b->root_fd, BS_HELLO, (uint32_t)b->rank, (uint32_t)b->world, blob,
+                            (uint32_t)len, deadline_ns);
+            if (!rc)
+                rc = recv_frame(b->root_fd, &f, verdict_dl);
+            /* Closed without a word: the root drops connections whose hello is late or that
+             * crowd its table of strangers. While it still accepts, it lives: say hello again. */
+            if (rc != -LITE_ERR_PEER_LOST ||
+                lite_now_ns() + (int64_t)pause_ms * 1000000 >= deadline_ns)
+                break;
+            usleep((useconds_t)pause_ms * 1000);
+            pause_ms = pause_ms < 200 ? pause_ms * 2 : 200;
+            int64_t again_dl = lite_deadline_ns(BS_HELLO_WAIT_MS);
+            int fd = lite_sock_connect(&b->root_ss, b->root_sl,
+                                       again_dl < deadline_ns ? again_dl : deadline_ns, NULL);
+            if (fd < 0)
+                break; /* the root is gone (its listener refuses): peer lost */
+            close(b->root_fd);
+            b->root_fd = fd;
+            drops++;
+            LITE_INFO("rank %d: the root %s dropped this rank's connection; connected again",
+                      b->rank, b->root_desc);
+        }
         if (rc) {
-            lite_fmt(why, why_len, "rank %d: no address table from the root %s: %s", b->rank,
+            char dropped[48] = "";
+            if (drops)
+                lite_fmt(dropped, sizeof(dropped), " (dropped and connected again %d time(s))",
+                         drops);
+            lite_fmt(why, why_len, "rank %d: no address table from the root %s: %s%s", b->rank,
                      b->root_desc,
-                     rc == -ETIMEDOUT ? "timed out (some rank did not arrive?)"
-                                      : lite_strerror(rc));
+                     rc == -ETIMEDOUT            ? "timed out (some rank did not arrive?)"
+                     : rc == -LITE_ERR_PEER_LOST ? "the root closed the connection"
+                                                 : lite_strerror(rc),
+                     dropped);
             goto out;
         }
         if (f.type == BS_ABORT) {
             lite_fmt(why, why_len, "root aborted the bootstrap: %s", (char *)f.payload);
-            rc = strstr((char *)f.payload, "did not arrive") ? -ETIMEDOUT : -LITE_ERR_PEER_LOST;
+            rc = abort_code(&f);
             free(f.payload);
             goto out;
         }
@@ -404,7 +669,7 @@ int lite_bootstrap_barrier(struct lite_bootstrap *b, int64_t deadline_ns, char *
         }
         if (f.type != BS_GO) {
             lite_fmt(why, why_len, "root aborted init: %s", (char *)f.payload);
-            rc = -LITE_ERR_PEER_LOST;
+            rc = f.type == BS_ABORT ? abort_code(&f) : -LITE_ERR_PROTOCOL;
         }
         free(f.payload);
         return rc;
@@ -417,7 +682,7 @@ int lite_bootstrap_barrier(struct lite_bootstrap *b, int64_t deadline_ns, char *
         if (rc) {
             lite_fmt(why, why_len, "init barrier: rank %d did not get ready: %s", r,
                      lite_strerror(rc));
-            root_abort(b, why);
+            root_abort(b, rc == -LITE_ERR_PROTOCOL ? -LITE_ERR_PEER_LOST : rc, why);
             return rc;
         }
     }

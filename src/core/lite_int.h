@@ -68,6 +68,9 @@ long lite_cpulist_count(const char *s);
 /* A tuning variable of the environment: an integer in lo..hi, else dflt (unset or empty), or
  * dflt with a warning naming the variable (anything else: "12x", "0x1", out of range). */
 long lite_env_long(const char *name, long lo, long hi, long dflt);
+/* Make room for `more` file descriptors beyond those open now: raises the soft RLIMIT_NOFILE
+ * towards the hard one when needed. 0, or -EMFILE with the limit and the count needed in why. */
+int lite_fd_reserve(long more, char *why, size_t why_len);
 /* Deadline for a timeout in ms (LITE_TIMEOUT_INFINITE -> INT64_MAX). */
 int64_t lite_deadline_ns(int timeout_ms);
 /* Milliseconds left until deadline, clamped to [0, cap_ms]. */

@@ -1,7 +1,10 @@
 /* util.c - small helpers: clocks, bounded formatting, CPU lists, tuning variables. */
 #include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "lite_int.h"
@@ -78,4 +81,43 @@ long lite_env_long(const char *name, long lo, long hi, long dflt)
     LITE_WARN("%s=\"%s\" ignored: must be an integer in %ld..%ld; using %ld", name, v, lo, hi,
               dflt);
     return dflt;
+}
+
+/* Descriptors open in this process now (the entries of /proc/self/fd less the one reading it),
+ * or 64 where /proc is not mounted. */
+static long fds_open(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return 64;
+    long n = -1; /* the directory's own descriptor */
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+int lite_fd_reserve(long more, char *why, size_t why_len)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 0; /* nothing known: the calls that open descriptors will say */
+    /* a margin for what the application and the libraries under us open meanwhile */
+    long want = fds_open() + more + 64;
+    if (rl.rlim_cur == RLIM_INFINITY || (long)rl.rlim_cur >= want)
+        return 0;
+    if (rl.rlim_max == RLIM_INFINITY || (long)rl.rlim_max >= want) {
+        long was = (long)rl.rlim_cur;
+        rl.rlim_cur = (rlim_t)want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0) {
+            LITE_INFO("raised the soft file descriptor limit (RLIMIT_NOFILE) from %ld to %ld", was,
+                      want);
+            return 0;
+        }
+    }
+    lite_fmt(why, why_len,
+             "needs about %ld file descriptors, but the limit (RLIMIT_NOFILE) is %ld with a hard "
+             "limit of %ld; raise it (ulimit -n %ld)",
+             want, (long)rl.rlim_cur, rl.rlim_max == RLIM_INFINITY ? -1L : (long)rl.rlim_max, want);
+    return -EMFILE;
 }

@@ -51,7 +51,7 @@
 #define MAX_IOV           64
 #define MAX_PAYLOAD       (1ull << 40)
 #define CLOSE_DRAIN_MS    2000
-#define MAX_PENDING       16   /* accepted connections that have not said HELLO yet */
+#define MAX_STRANGERS     16   /* unidentified connections held beyond what the peers need */
 #define HELLO_WAIT_MS     2000 /* a full table drops one that said nothing for this long */
 
 /* What happens when a frame has been written out completely. */
@@ -151,7 +151,12 @@ struct lite_transport {
     int nconns;
     struct route *routes; /* by peer */
     uint64_t bulk_min;    /* one-sided payloads this large go on the bulk connection; 0: never */
-    struct conn *pending[MAX_PENDING]; /* accepted, not yet identified */
+    /* Accepted connections that have not said HELLO yet. Room for every connection the peers
+     * make to this rank at once (a main one from each higher rank, a bulk one from each rank
+     * that has a bulk stream) plus MAX_STRANGERS, so that the job's own ranks can never crowd
+     * each other out, whatever the world size, and strangers are still bounded. */
+    struct conn **pending;
+    int npending; /* slots in pending */
     bool closing;
     bool resumed; /* some connection's fence wait ended (conn.resume) */
     struct tx_op *free_ops;
@@ -910,51 +915,63 @@ static void run_resumed(struct lite_transport *t)
     }
 }
 
+static void pending_free(struct conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->stage);
+    free(c);
+}
+
+/* A free slot of the pending table, or -1. Entries whose socket moved to a peer's slot (adopt)
+ * or was refused are freed here. When the table is full, the oldest entry that has been silent
+ * for HELLO_WAIT_MS is dropped: a peer of ours says HELLO as soon as it is connected. */
+static int pending_slot(struct lite_transport *t)
+{
+    int slot = -1, old = -1;
+    for (int i = 0; i < t->npending; i++) {
+        struct conn *p = t->pending[i];
+        if (p && p->fd < 0) {
+            pending_free(p);
+            t->pending[i] = p = NULL;
+        }
+        if (!p && slot < 0)
+            slot = i;
+        if (p && (old < 0 || p->accepted_ns < t->pending[old]->accepted_ns))
+            old = i;
+    }
+    if (slot >= 0 || old < 0)
+        return slot;
+    struct conn *o = t->pending[old];
+    if (lite_now_ns() - o->accepted_ns <= (int64_t)HELLO_WAIT_MS * 1000000)
+        return -1;
+    LITE_WARN("tcp rank %d: dropping %s, silent for over %d ms", t->rank, o->desc, HELLO_WAIT_MS);
+    epoll_ctl(t->epfd, EPOLL_CTL_DEL, o->fd, NULL);
+    pending_free(o);
+    t->pending[old] = NULL;
+    return old;
+}
+
 static void accept_new(struct lite_transport *t)
 {
-    for (;;) {
+    /* Bounded: a flood of connections must not keep progress here. */
+    for (int accepted = 0; accepted < t->npending; accepted++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         int fd = accept4(t->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE)
+                LITE_WARN("tcp rank %d: cannot accept a connection: %s", t->rank, strerror(errno));
             return;
-        int slot = -1;
-        for (int i = 0; i < MAX_PENDING; i++) {
-            if (t->pending[i] && t->pending[i]->fd < 0) {
-                free(t->pending[i]->stage);
-                free(t->pending[i]);
-                t->pending[i] = NULL;
-            }
-            if (!t->pending[i] && slot < 0)
-                slot = i;
         }
-        if (slot < 0) {
-            /* Full: connections that never say HELLO must not keep peers out for good. A
-             * peer's own says it at once; drop the oldest silent one. */
-            int old = 0;
-            for (int i = 1; i < MAX_PENDING; i++)
-                if (t->pending[i]->accepted_ns < t->pending[old]->accepted_ns)
-                    old = i;
-            struct conn *o = t->pending[old];
-            if (lite_now_ns() - o->accepted_ns > (int64_t)HELLO_WAIT_MS * 1000000) {
-                LITE_WARN("tcp rank %d: dropping %s, silent for over %d ms", t->rank, o->desc,
-                          HELLO_WAIT_MS);
-                epoll_ctl(t->epfd, EPOLL_CTL_DEL, o->fd, NULL);
-                close(o->fd);
-                free(o->stage);
-                free(o);
-                t->pending[old] = NULL;
-                slot = old;
-            }
-        }
+        int slot = pending_slot(t);
         struct conn *c = slot >= 0 ? calloc(1, sizeof(*c)) : NULL;
         if (c) {
             c->stage_size = LITE_WIRE_HDR_LEN; /* it reads nothing past its HELLO */
             c->stage = malloc(c->stage_size);
         }
         if (!c || !c->stage) {
-            if (c)
-                free(c);
+            free(c);
             LITE_WARN("tcp rank %d: too many unidentified connections; refusing one", t->rank);
             close(fd);
             continue;
@@ -971,6 +988,9 @@ static void accept_new(struct lite_transport *t)
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
         t->pending[slot] = c;
+        /* A peer wrote its HELLO right after connecting, so it is usually here already: read it
+         * now, and the slot is free again for the next connection. */
+        conn_rx(t, c);
     }
 }
 
@@ -1116,7 +1136,9 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
     t->nconns = ROLE_COUNT * t->world;
     t->conns = calloc((size_t)t->nconns, sizeof(struct conn));
     t->routes = calloc((size_t)t->world, sizeof(struct route));
-    int rc = t->epfd < 0 ? -errno : (!t->conns || !t->routes ? -ENOMEM : 0);
+    t->npending = 2 * (t->world - 1) + MAX_STRANGERS;
+    t->pending = calloc((size_t)t->npending, sizeof(*t->pending));
+    int rc = t->epfd < 0 ? -errno : (!t->conns || !t->routes || !t->pending ? -ENOMEM : 0);
     static const char *const role_desc[ROLE_COUNT] = {"", " (bulk out)", " (bulk in)"};
     for (int i = 0; !rc && i < t->nconns; i++) {
         struct conn *c = &t->conns[i];
@@ -1168,15 +1190,20 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
     return 0;
 }
 
-/* Address blob: u8 family | u8 0 | u16 port (network order) | 16 bytes address. */
-#define BLOB_LEN 20
+/* Address blob: u8 family | u8 flags | u16 port (network order) | 16 bytes address.
+ * BLOB_F_BULK: this rank sends large payloads on bulk connections, so it opens one to every
+ * peer; a rank without it (LITETX_TCP_BULK_MIN=0, the default on a crowded host) opens none,
+ * and its peers do not wait for one: a job of N ranks then holds N - 1 sockets per rank, not
+ * 3 (N - 1). */
+#define BLOB_LEN    20
+#define BLOB_F_BULK 0x01
 
 static int tcp_addr_get(struct lite_transport *t, void *blob, size_t *len)
 {
     if (*len < BLOB_LEN)
         return -ENOSPC;
     uint8_t *b = blob;
-    b[1] = 0;
+    b[1] = t->bulk_min ? BLOB_F_BULK : 0;
     lite_sock_pack(&t->addr, &b[0], b + 2);
     *len = BLOB_LEN;
     return 0;
@@ -1187,6 +1214,12 @@ static int blob_to_addr(const uint8_t *b, size_t len, struct sockaddr_storage *s
     if (len != BLOB_LEN)
         return -LITE_ERR_PROTOCOL;
     return lite_sock_unpack(b[0], b + 2, ss, sl);
+}
+
+/* Does rank j open bulk connections (BLOB_F_BULK in its address)? */
+static bool has_bulk(const void *const *blobs, const size_t *lens, int j)
+{
+    return lens[j] == BLOB_LEN && (((const uint8_t *)blobs[j])[1] & BLOB_F_BULK);
 }
 
 static int connect_one(struct lite_transport *t, int peer, int role,
@@ -1216,8 +1249,21 @@ static int connect_one(struct lite_transport *t, int peer, int role,
 static int tcp_connect_all(struct lite_transport *t, const void *const *blobs, const size_t *lens,
                            int64_t deadline, char *why, size_t why_len)
 {
+    /* Descriptors: a main connection per peer, a bulk one to each peer if this rank has a bulk
+     * stream, and one from each peer that has. Checked before the first connect, so that a job
+     * too large for the limit fails here, naming it, not halfway through with EMFILE. */
+    long fds = t->world - 1, nbulk_in = 0;
+    for (int j = 0; j < t->world; j++)
+        nbulk_in += j != t->rank && has_bulk(blobs, lens, j);
+    fds += nbulk_in + (t->bulk_min ? t->world - 1 : 0);
+    char fwhy[192];
+    int frc = lite_fd_reserve(fds, fwhy, sizeof(fwhy));
+    if (frc) {
+        lite_fmt(why, why_len, "tcp rank %d: %d peers %s", t->rank, t->world - 1, fwhy);
+        return frc;
+    }
     /* Main connections to the lower ranks, then a bulk connection to every other rank. */
-    for (int k = 0; k < t->rank + t->world; k++) {
+    for (int k = 0; k < t->rank + (t->bulk_min ? t->world : 0); k++) {
         int role = k < t->rank ? ROLE_MAIN : ROLE_BULK_OUT;
         int j = k < t->rank ? k : k - t->rank;
         if (j == t->rank)
@@ -1247,8 +1293,9 @@ static int tcp_connect_all(struct lite_transport *t, const void *const *blobs, c
     for (;;) {
         int missing = -1, nmissing = 0;
         for (int j = 0; j < t->world; j++)
-            if (j != t->rank && ((j > t->rank && conn_of(t, ROLE_MAIN, j)->fd < 0) ||
-                                 conn_of(t, ROLE_BULK_IN, j)->fd < 0)) {
+            if (j != t->rank &&
+                ((j > t->rank && conn_of(t, ROLE_MAIN, j)->fd < 0) ||
+                 (conn_of(t, ROLE_BULK_IN, j)->fd < 0 && has_bulk(blobs, lens, j)))) {
                 nmissing++;
                 missing = missing < 0 ? j : missing;
             }
@@ -1322,14 +1369,10 @@ static void tcp_close(struct lite_transport *t)
         free(c->slots);
         free(c->free_slots);
     }
-    for (int i = 0; i < MAX_PENDING; i++) {
-        if (t->pending[i]) {
-            if (t->pending[i]->fd >= 0)
-                close(t->pending[i]->fd);
-            free(t->pending[i]->stage);
-            free(t->pending[i]);
-        }
-    }
+    for (int i = 0; t->pending && i < t->npending; i++)
+        if (t->pending[i])
+            pending_free(t->pending[i]);
+    free(t->pending);
     while (t->free_ops) {
         struct tx_op *o = t->free_ops;
         t->free_ops = o->next;

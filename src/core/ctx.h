@@ -167,6 +167,9 @@ struct lite_request *lite_request_new(struct lite_ctx *ctx, uint8_t kind, uint8_
                                       uint64_t tag, void *buf, size_t len);
 /* True when some peer has been lost (waits that depend on all peers then fail). */
 bool lite_any_peer_lost(const struct lite_ctx *ctx);
+/* The first lost peer (-1: none), and in out "rank N is lost (cause)" with how many more are,
+ * for the details of waits that depend on every peer. */
+int lite_lost_peers(const struct lite_ctx *ctx, char *out, size_t len);
 
 /* Flow control and rendezvous (flow.c). */
 #define LITE_MSGF_RTS 0x01 /* msg flags: a rendezvous announcement (payload: len, id) */

@@ -152,10 +152,13 @@ LITE_API int lite_imm_wait(lite_ctx_t *ctx, uint32_t imm, uint64_t expected, int
                              "imm_wait(%#x): arrivals were lost, the ImmCounter table is full "
                              "(raise LITETX_IMM_COUNTERS)",
                              imm);
-        if (lite_any_peer_lost(ctx))
-            return lite_fail(ctx, -LITE_ERR_PEER_LOST,
-                             "imm_wait(%#x): %llu of %llu arrived and a peer is lost", imm,
-                             (unsigned long long)have, (unsigned long long)expected);
+        if (lite_any_peer_lost(ctx)) {
+            /* Counts do not say who writes them: name the lost peers, the likely writers. */
+            char lost[200];
+            lite_lost_peers(ctx, lost, sizeof(lost));
+            return lite_fail(ctx, -LITE_ERR_PEER_LOST, "imm_wait(%#x): %llu of %llu arrived and %s",
+                             imm, (unsigned long long)have, (unsigned long long)expected, lost);
+        }
         if (have != seen) {
             if (!stream || ctx->rma_last_len < IMM_SPIN_MAX_WRITE)
                 lite_waiter_respin(&w);

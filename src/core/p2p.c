@@ -83,6 +83,53 @@ bool lite_any_peer_lost(const struct lite_ctx *ctx)
     return false;
 }
 
+int lite_lost_peers(const struct lite_ctx *ctx, char *out, size_t len)
+{
+    int first = -1, more = 0;
+    for (int i = 0; i < ctx->s.world_size; i++)
+        if (ctx->peers[i].lost && first < 0)
+            first = i;
+        else if (ctx->peers[i].lost)
+            more++;
+    if (first < 0)
+        lite_fmt(out, len, "no peer is lost");
+    else if (more)
+        lite_fmt(out, len, "rank %d is lost (%s), and %d more", first, ctx->peers[first].lost_why,
+                 more);
+    else
+        lite_fmt(out, len, "rank %d is lost (%s)", first, ctx->peers[first].lost_why);
+    return first;
+}
+
+static const char *op_name(const struct lite_request *r)
+{
+    return r->kind == LITE_REQ_SEND   ? "send to"
+           : r->kind == LITE_REQ_RECV ? "recv from"
+                                      : "one-sided op with";
+}
+
+/* Record why request r ended with err: the op, its peer and, when that peer is lost, the cause.
+ * A batch of one-sided ops to several peers (write_scatter, peer -1) names the lost ones. */
+static int req_fail(struct lite_ctx *ctx, const struct lite_request *r, int err)
+{
+    char tag[40] = "";
+    if (r->kind != LITE_REQ_RMA)
+        lite_fmt(tag, sizeof(tag), " (tag %#llx)", (unsigned long long)r->tag);
+    if (r->peer >= 0 && r->peer < ctx->s.world_size) {
+        const struct lite_peer *p = &ctx->peers[r->peer];
+        if (p->lost && err == p->lost_code)
+            return lite_fail(ctx, err, "%s rank %d%s: %s: %s", op_name(r), r->peer, tag,
+                             lite_strerror(err), p->lost_why);
+        return lite_fail(ctx, err, "%s rank %d%s: %s", op_name(r), r->peer, tag,
+                         lite_strerror(err));
+    }
+    char lost[200];
+    if (lite_lost_peers(ctx, lost, sizeof(lost)) >= 0)
+        return lite_fail(ctx, err, "one-sided batch to several ranks: %s: %s", lite_strerror(err),
+                         lost);
+    return lite_fail(ctx, err, "one-sided batch to several ranks: %s", lite_strerror(err));
+}
+
 struct lite_request *lite_request_new(struct lite_ctx *ctx, uint8_t kind, uint8_t chan, int peer,
                                       uint64_t tag, void *buf, size_t len)
 {
@@ -687,12 +734,8 @@ int lite_wait_all(struct lite_ctx *ctx, struct lite_request **reqs, int n, int64
             if (!r)
                 continue;
             if (r->state == LITE_REQ_DONE) {
-                if (r->error && !first_err) {
-                    first_err = r->error;
-                    lite_fail(ctx, r->error, "%s rank %d (tag %#llx): %s",
-                              r->kind == LITE_REQ_SEND ? "send to" : "recv from", r->peer,
-                              (unsigned long long)r->tag, lite_strerror(r->error));
-                }
+                if (r->error && !first_err)
+                    first_err = req_fail(ctx, r, r->error);
                 lite_request_release(ctx, r);
                 reqs[i] = NULL;
             } else {
@@ -706,8 +749,7 @@ int lite_wait_all(struct lite_ctx *ctx, struct lite_request **reqs, int n, int64
         if (sleep_ms < 0)
             return lite_fail(ctx, -ETIMEDOUT,
                              "timed out: %d operation(s) pending, first: %s rank %d (tag %#llx)",
-                             pending, stuck->kind == LITE_REQ_SEND ? "send to" : "recv from",
-                             stuck->peer, (unsigned long long)stuck->tag);
+                             pending, op_name(stuck), stuck->peer, (unsigned long long)stuck->tag);
         int rc = lite_progress_once(ctx, sleep_ms);
         if (rc < 0)
             return rc;
@@ -768,13 +810,6 @@ LITE_API int lite_irecv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size
     return lite_post_recv(ctx, LITE_CHAN_USER, peer, tag, buf, len, req);
 }
 
-static const char *op_name(const struct lite_request *r)
-{
-    return r->kind == LITE_REQ_SEND   ? "send to"
-           : r->kind == LITE_REQ_RECV ? "recv from"
-                                      : "one-sided op with";
-}
-
 static void fill_status(const struct lite_request *r, lite_status_t *st)
 {
     if (!st)
@@ -801,6 +836,8 @@ LITE_API int lite_test(lite_ctx_t *ctx, lite_request_t *req, lite_status_t *stat
     }
     fill_status(req, status);
     int err = req->error;
+    if (err)
+        req_fail(ctx, req, err);
     lite_request_release(ctx, req);
     return err ? err : 1;
 }
@@ -833,8 +870,7 @@ LITE_API int lite_wait(lite_ctx_t *ctx, lite_request_t *req, int timeout_ms, lit
     fill_status(req, status);
     int err = req->error;
     if (err)
-        lite_fail(ctx, err, "%s rank %d (tag %#llx): %s", op_name(req), req->peer,
-                  (unsigned long long)req->tag, lite_strerror(err));
+        req_fail(ctx, req, err);
     lite_request_release(ctx, req);
     return err;
 }

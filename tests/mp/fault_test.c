@@ -4,8 +4,11 @@
  *                      -ETIMEDOUT from lite_init naming the missing rank, within its deadline
  *   config_mismatch    rank 1 of 3 runs other credits than the rest: every rank's lite_init
  *                      fails with -LITE_ERR_CONFIG naming a rank that differs
+ *   world_mismatch     rank 2 of 3 says the world has 4 ranks: every rank's lite_init fails
+ *                      with -LITE_ERR_CONFIG naming the world sizes, at once (not at the deadline)
  *   rank_exits         rank 2 of 3 exits without finalize; the survivors' pending and later
- *                      operations with it fail with -LITE_ERR_PEER_LOST, and they still talk
+ *                      operations with it fail with -LITE_ERR_PEER_LOST, each detail naming the
+ *                      op and rank 2 (lite_imm_wait's too), and they still talk
  *   writes_to_lost     rank 1 of 2 exits while 64 writes of rank 0 to it are on their way: each
  *                      ends done or with -LITE_ERR_PEER_LOST, none hangs, finalize works
  *   finalize_inflight  4 ranks: rank 1 finalizes while its 64 MiB write to rank 0 is still
@@ -123,6 +126,33 @@ static void config_mismatch(void)
     printf("rank %d: %s\n", mp_rank, lite_init_error());
 }
 
+static void world_mismatch(void)
+{
+    mp_rank = env_int("LITETX_RANK");
+    lite_config_t cfg = lite_config_default();
+    cfg.init_timeout_ms = 10000;
+    if (mp_rank == 2)
+        cfg.world_size = 4; /* the others: 3, from the launcher */
+    lite_ctx_t *ctx = NULL;
+    double t0 = now_s();
+    int rc = lite_init(&cfg, &ctx);
+    double took = now_s() - t0;
+    CHECK(rc == -LITE_ERR_CONFIG, "lite_init gave %d (%s) after %.2f s: %s", rc, lite_strerror(rc),
+          took, lite_init_error());
+    CHECK(ctx == NULL, "context returned on failure");
+    CHECK(strstr(lite_init_error(), "rank 2 runs world size 4, the root (rank 0) 3"),
+          "detail does not name the world sizes: %s", lite_init_error());
+    CHECK(took < 5.0, "took %.1f s for a mismatch the root sees at once", took);
+    printf("rank %d: in %.2f s: %s\n", mp_rank, took, lite_init_error());
+}
+
+/* The detail of the last failure names `want` (an op, a rank). */
+static void detail_names(lite_ctx_t *ctx, const char *what, const char *want)
+{
+    CHECK(strstr(lite_last_error(ctx), want), "%s: the detail does not name \"%s\": %s", what, want,
+          lite_last_error(ctx));
+}
+
 static void rank_exits(lite_ctx_t *ctx)
 {
     int me = lite_rank(ctx);
@@ -148,11 +178,21 @@ static void rank_exits(lite_ctx_t *ctx)
     CHECK(rc == -LITE_ERR_PEER_LOST, "pending receive from the lost rank gave %d (%s)", rc,
           lite_strerror(rc));
     CHECK(took < 10.0, "loss noticed after %.1f s", took);
-    CHECK(strstr(lite_last_error(ctx), "rank 2"), "detail: %s", lite_last_error(ctx));
+    detail_names(ctx, "pending receive", "recv from rank 2");
     rc = lite_send(ctx, 2, 2, b, 10, 5000);
     CHECK(rc == -LITE_ERR_PEER_LOST, "send to the lost rank gave %d", rc);
+    detail_names(ctx, "send", "send to rank 2");
     rc = lite_recv(ctx, 2, 3, b, 10, NULL, 5000);
     CHECK(rc == -LITE_ERR_PEER_LOST, "recv from the lost rank gave %d", rc);
+    detail_names(ctx, "recv", "recv from rank 2");
+    /* A count nobody may complete now: the wait names the lost rank, not "a peer". */
+    rc = lite_imm_wait(ctx, 0x134, 1, 5000);
+    CHECK(rc == -LITE_ERR_PEER_LOST, "imm_wait with a lost rank gave %d (%s)", rc,
+          lite_strerror(rc));
+    detail_names(ctx, "imm_wait", "imm_wait(0x134)");
+    detail_names(ctx, "imm_wait", "rank 2 is lost");
+    char imm_detail[200];
+    snprintf(imm_detail, sizeof(imm_detail), "%s", lite_last_error(ctx));
     /* the survivors still talk */
     int other = 1 - me;
     mp_fill(b, sizeof(b), me, other, 5);
@@ -162,7 +202,7 @@ static void rank_exits(lite_ctx_t *ctx)
     CHECK_RC(ctx, lite_recv(ctx, other, 10, r, sizeof(r), NULL, 30000));
     CHECK_RC(ctx, lite_wait(ctx, s, 30000, NULL));
     CHECK(mp_verify(r, sizeof(r), other, me, 5) < 0, "survivor traffic corrupted");
-    printf("rank %d: lost peer reported in %.3f s\n", me, took);
+    printf("rank %d: lost peer reported in %.3f s; %s\n", me, took, imm_detail);
 }
 
 static void writes_to_lost(lite_ctx_t *ctx)
@@ -185,10 +225,14 @@ static void writes_to_lost(lite_ctx_t *ctx)
     }
     /* tcp;ofi_rxm batches the writes' acknowledgements: some are sent and wait for one that
      * never comes; they must end with the peer like the rest. */
-    lite_request_t *w[WRITES];
+    lite_request_t *w[WRITES], *batch;
     for (int i = 0; i < WRITES; i++)
         CHECK_RC(ctx, lite_write(ctx, 1, mr, (size_t)i * WLEN, &descs[1], (size_t)i * WLEN, WLEN,
                                  &w[i]));
+    /* a batch for several ranks (a scatter: its request has no one peer) */
+    lite_scatter_entry_t e[2] = {{.peer = 1, .remote = &descs[1], .len = WLEN},
+                                 {.peer = 0, .remote = &descs[0], .len = WLEN}};
+    CHECK_RC(ctx, lite_write_scatter(ctx, mr, e, 2, &batch));
     CHECK_RC(ctx, lite_send(ctx, 1, 1, &go, 1, 30000));
     int done = 0;
     double t0 = now_s();
@@ -196,8 +240,25 @@ static void writes_to_lost(lite_ctx_t *ctx)
         int rc = lite_wait(ctx, w[i], 20000, NULL);
         CHECK(rc == 0 || rc == -LITE_ERR_PEER_LOST, "write %d to the lost rank ended %d (%s)", i,
               rc, lite_strerror(rc));
+        if (rc)
+            detail_names(ctx, "write", "one-sided op with rank 1");
         done += rc == 0;
     }
+    int rc = lite_wait(ctx, batch, 20000, NULL);
+    CHECK(rc == 0 || rc == -LITE_ERR_PEER_LOST, "scatter ended %d (%s)", rc, lite_strerror(rc));
+    if (rc)
+        detail_names(ctx, "scatter", "rank 1 is lost");
+    /* once the loss is known (a receive from rank 1 meets it), later ops name it too */
+    uint8_t none;
+    rc = lite_recv(ctx, 1, 2, &none, 1, NULL, 20000);
+    CHECK(rc == -LITE_ERR_PEER_LOST, "recv from the lost rank gave %d (%s)", rc, lite_strerror(rc));
+    lite_request_t *late;
+    rc = lite_write(ctx, 1, mr, 0, &descs[1], 0, WLEN, &late);
+    CHECK(rc == -LITE_ERR_PEER_LOST, "write after the loss gave %d (%s)", rc, lite_strerror(rc));
+    detail_names(ctx, "write after the loss", "rank 1");
+    rc = lite_imm_wait(ctx, 0x134, 1, 5000);
+    CHECK(rc == -LITE_ERR_PEER_LOST, "imm_wait gave %d (%s)", rc, lite_strerror(rc));
+    detail_names(ctx, "imm_wait", "rank 1 is lost");
     double took = now_s() - t0;
     CHECK(took < 15.0, "the writes took %.1f s to end", took);
     CHECK_RC(ctx, lite_mr_dereg(ctx, mr));
@@ -259,6 +320,7 @@ static void coll_pending_lost(lite_ctx_t *ctx)
     CHECK_RC(ctx, lite_send(ctx, 2, 1, b, 1, 30000));
     int rc = lite_recv(ctx, 2, 2, b, 1, NULL, 20000);
     CHECK(rc == -LITE_ERR_PEER_LOST, "recv from the lost rank gave %d (%s)", rc, lite_strerror(rc));
+    detail_names(ctx, "recv", "recv from rank 2");
     rc = lite_finalize(ctx); /* the allreduce never waited for */
     CHECK(rc == 0 || rc == -LITE_ERR_PEER_LOST, "finalize: %d (%s)", rc, lite_strerror(rc));
     free(in);
@@ -490,14 +552,17 @@ static void garbage_root(void)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: fault_test "
-                     "missing_rank|config_mismatch|rank_exits|writes_to_lost|finalize_inflight|"
-                     "coll_pending_lost|timeouts|garbage_transport|garbage_root");
+    CHECK(argc == 2,
+          "usage: fault_test "
+          "missing_rank|config_mismatch|world_mismatch|rank_exits|writes_to_lost|finalize_inflight|"
+          "coll_pending_lost|timeouts|garbage_transport|garbage_root");
     const char *mode = argv[1];
     if (!strcmp(mode, "missing_rank")) {
         missing_rank();
     } else if (!strcmp(mode, "config_mismatch")) {
         config_mismatch();
+    } else if (!strcmp(mode, "world_mismatch")) {
+        world_mismatch();
     } else if (!strcmp(mode, "rank_exits")) {
         lite_ctx_t *ctx = mp_init();
         rank_exits(ctx);

@@ -515,8 +515,9 @@ static void check_done(struct lite_coll_op *op, const struct lite_coll_pend *p, 
                        "arguments differ",
                        peer, p->expect, p->step);
     else if (err)
-        lite_coll_fail(op, err, "%s rank %d (step %u): %s", recv ? "recv from" : "send to", peer,
-                       p->step, lite_strerror(err));
+        lite_coll_fail(op, err, "%s rank %d (step %u): %s%s%s", recv ? "recv from" : "send to",
+                       peer, p->step, lite_strerror(err), op->ctx->peers[peer].lost ? ": " : "",
+                       op->ctx->peers[peer].lost ? op->ctx->peers[peer].lost_why : "");
     else if (recv && bytes != p->expect)
         lite_coll_fail(op, -EINVAL,
                        "rank %d sent %zu bytes where %zu were expected (step %u): the ranks' "

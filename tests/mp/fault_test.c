@@ -321,6 +321,11 @@ static void coll_pending_lost(lite_ctx_t *ctx)
     int rc = lite_recv(ctx, 2, 2, b, 1, NULL, 20000);
     CHECK(rc == -LITE_ERR_PEER_LOST, "recv from the lost rank gave %d (%s)", rc, lite_strerror(rc));
     detail_names(ctx, "recv", "recv from rank 2");
+    rc = lite_barrier(ctx, 20000); /* a collective started after the loss names it too */
+    CHECK(rc == -LITE_ERR_PEER_LOST, "barrier without rank 2 gave %d (%s): %s", rc,
+          lite_strerror(rc), lite_last_error(ctx));
+    detail_names(ctx, "barrier", "rank 2");
+    printf("rank %d: %s\n", me, lite_last_error(ctx));
     rc = lite_finalize(ctx); /* the allreduce never waited for */
     CHECK(rc == 0 || rc == -LITE_ERR_PEER_LOST, "finalize: %d (%s)", rc, lite_strerror(rc));
     free(in);

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -423,6 +424,8 @@ static void root_accept(struct bs_root *g)
                 old = g->c[k].since < g->c[old].since ? k : old;
             conn_drop(g, old, "too many connections that have not said hello");
         }
+        int one = 1; /* a frame goes in two writes: the second must not wait for an ACK */
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         int64_t now = lite_now_ns();
         g->c[g->nc++] = (struct bs_conn){
             .fd = fd, .since = now, .deadline = now + (int64_t)BS_HELLO_WAIT_MS * 1000000};

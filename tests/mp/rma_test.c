@@ -537,6 +537,13 @@ static void flood_lists(size_t c, int k, int round, uint32_t *sp, uint32_t *dp)
     }
 }
 
+/* Milliseconds left until `end` (now_s() seconds), at least 1: one deadline for a whole flood. */
+static int flood_left(double end)
+{
+    double ms = (end - now_s()) * 1e3;
+    return ms < 1 ? 1 : (int)ms;
+}
+
 static void paged_flood(lite_ctx_t *ctx)
 {
     size_t maxper = 0, total = 0;
@@ -557,8 +564,8 @@ static void paged_flood(lite_ctx_t *ctx)
                 mp_fill(src + flood[c].base + i * flood[c].page, flood[c].page, 0, 1,
                         (uint32_t)(c << 20 | i) + (uint32_t)round);
         CHECK_RC(ctx, lite_barrier(ctx, 30000));
+        double t0 = now_s(), end = t0 + FLOOD_WAIT / 1e3;
         if (me == 0) {
-            double t0 = now_s();
             for (size_t c = 0; c < NFLOOD; c++)
                 for (int k = 0; k < FLOOD_OPS; k++) {
                     const struct flood_class *f = &flood[c];
@@ -572,14 +579,14 @@ static void paged_flood(lite_ctx_t *ctx)
                                                    &reqs[c * FLOOD_OPS + (size_t)k]));
                 }
             for (size_t i = 0; i < NFLOOD * FLOOD_OPS; i++)
-                CHECK_RC(ctx, lite_wait(ctx, reqs[i], FLOOD_WAIT, NULL));
+                CHECK_RC(ctx, lite_wait(ctx, reqs[i], flood_left(end), NULL));
             printf("rank 0: %zu page writes in flight at once: %.3f s\n", total, now_s() - t0);
         } else if (me == 1) {
             for (size_t c = 0; c < NFLOOD; c++)
                 for (int k = 0; k < FLOOD_OPS; k++) {
                     uint32_t imm = imm0 + (uint32_t)(c * FLOOD_OPS) + (uint32_t)k;
                     size_t per = flood[c].npages / FLOOD_OPS;
-                    CHECK_RC(ctx, lite_imm_wait(ctx, imm, per, FLOOD_WAIT));
+                    CHECK_RC(ctx, lite_imm_wait(ctx, imm, per, flood_left(end)));
                 }
             /* every counter consumed exactly: none got an arrival too many */
             for (size_t c = 0; c < NFLOOD; c++)

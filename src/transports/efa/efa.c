@@ -76,7 +76,7 @@ static inline int poll_once(struct lite_transport *t)
     n += cq_poll_paced(t);
     if (t->flush_pending)
         n += lite_efa_msg_flush(t);
-    if (t->piece_retry || t->rma_later || t->dc_retry)
+    if (t->rq_peers >= 0 || t->rma_later || t->dc_retry)
         n += lite_efa_rma_flush(t);
     if (t->polls_left-- == 0)
         tick(t);
@@ -143,7 +143,7 @@ static __attribute__((noinline)) int progress_wait(struct lite_transport *t, int
  * due: the extra reads of rail 0 may follow. */
 static inline bool spin_ok(const struct lite_transport *t)
 {
-    return !t->rx_retry && !t->flush_pending && !t->piece_retry && !t->rma_later && !t->dc_retry &&
+    return !t->rx_retry && !t->flush_pending && t->rq_peers < 0 && !t->rma_later && !t->dc_retry &&
            !t->yield_until && !t->fail_due && lite_efa_later_rails_idle(t);
 }
 
@@ -218,6 +218,7 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
     t->core = prm->core;
     t->up = prm->up;
     t->epfd = -1;
+    t->rq_peers = -1;
     t->clock_ns = lite_efa_clock();
     t->spin_tries = SPIN_TRIES;
     for (uint32_t i = 0; i < LITE_MAX_RAILS; i++)
@@ -291,6 +292,7 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
         rc = -ENOMEM;
     for (int p = 0; !rc && p < t->world; p++) {
         t->peers[p].pidfd = t->peers[p].probe_fd = -1;
+        t->peers[p].rq_next = -1;
         for (uint32_t r = 0; r < LITE_MAX_RAILS; r++) {
             t->peers[p].dc[r].peer = p;
             t->peers[p].dc[r].rail = r;

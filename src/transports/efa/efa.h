@@ -258,8 +258,13 @@ struct efa_peer {
     struct efa_qent *qcache[EFA_QBUCKETS];
     struct efa_inval *inval_due; /* INVALs to answer once this side's ops into them are over */
     uint32_t next_ack_id;
-    uint32_t rma_queued;  /* pieces of this peer's ops in the retry list (t->piece_retry) */
-    uint32_t rma_blocked; /* the lite_efa_rma_flush pass in which the provider refused one */
+    /* Stripes refused with -FI_EAGAIN (or behind one that was), in posting order: only the
+     * head is retried, so a pass costs what it posts, not what waits (tens of thousands of
+     * page writes may wait here). */
+    struct efa_piece *rq, *rq_tail;
+    uint32_t rma_queued; /* pieces in rq */
+    int rq_next;         /* next peer in t->rq_peers' list, -1 at its end */
+    bool rq_listed;      /* in that list */
     /* liveness (efa_peer.c) */
     int64_t last_tx_ns;
     bool ka_out;
@@ -319,9 +324,8 @@ struct lite_transport {
     struct efa_tx *tx_free;
     struct efa_txchunk *chunks;
     size_t tx_size;
-    /* stripes to post after -FI_EAGAIN */
-    struct efa_piece *piece_retry, *piece_retry_tail;
-    uint32_t rma_pass; /* lite_efa_rma_flush passes (efa_peer.rma_blocked) */
+    /* peers whose stripes wait for the provider (efa_peer.rq), linked by rq_next; -1: none */
+    int rq_peers;
     /* the region peers' batched-acknowledgement flushes write 0 bytes to (efa_rma.c) */
     uint8_t *flush_mem;
     struct efa_mr *flush_mr;

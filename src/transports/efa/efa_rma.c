@@ -219,15 +219,23 @@ static int post_piece(struct lite_transport *t, struct efa_piece *pc)
     return (int)rc;
 }
 
+/* Queue a stripe behind the peer's others; the peer joins the list lite_efa_rma_flush walks. */
 static void retry_push(struct lite_transport *t, struct efa_piece *pc)
 {
-    t->peers[pc->parent->peer].rma_queued++;
+    int peer = pc->parent->peer;
+    struct efa_peer *p = &t->peers[peer];
+    p->rma_queued++;
     pc->next_retry = NULL;
-    if (t->piece_retry_tail)
-        t->piece_retry_tail->next_retry = pc;
+    if (p->rq_tail)
+        p->rq_tail->next_retry = pc;
     else
-        t->piece_retry = pc;
-    t->piece_retry_tail = pc;
+        p->rq = pc;
+    p->rq_tail = pc;
+    if (!p->rq_listed) {
+        p->rq_listed = true;
+        p->rq_next = t->rq_peers;
+        t->rq_peers = peer;
+    }
 }
 
 /* The immediate as a message, once the data is in place; the op ends at its acknowledgement. */
@@ -620,42 +628,59 @@ static void piece_end(struct lite_transport *t, struct efa_piece *pc, int status
     finish(t, m, 0, false);
 }
 
-int lite_efa_rma_flush(struct lite_transport *t)
+/* Post one peer's queued stripes from the head until the provider refuses one (the rest keep
+ * their order behind it). Returns posts made (or stripes ended). */
+static int rq_drain(struct lite_transport *t, int peer)
 {
+    struct efa_peer *p = &t->peers[peer];
     int n = 0;
-    /* In order per peer; a peer whose post is refused keeps the rest of its stripes back for
-     * this pass, but not other peers' (a dead peer on tcp refuses for as long as it takes to
-     * notice). */
-    uint32_t pass = ++t->rma_pass ? t->rma_pass : ++t->rma_pass;
-    struct efa_piece **pp = &t->piece_retry, *prev = NULL;
-    while (*pp) {
-        struct efa_piece *pc = *pp;
+    while (p->rq) {
+        struct efa_piece *pc = p->rq;
         struct efa_rma *m = pc->parent;
-        struct efa_peer *p = &t->peers[m->peer];
         bool drop = m->orphan || m->inval;
-        int rc = drop ? 0 : p->rma_blocked == pass ? -FI_EAGAIN : post_piece(t, pc);
+        int rc = drop ? 0 : post_piece(t, pc);
         if (rc == -FI_EAGAIN) {
-            if (p->rma_blocked != pass) {
-                p->rma_blocked = pass;
-                lite_efa_peer_stuck(t, m->peer, true);
-            }
-            prev = pc;
-            pp = &pc->next_retry;
-            continue;
+            lite_efa_peer_stuck(t, peer, true);
+            break;
         }
-        *pp = pc->next_retry;
-        if (t->piece_retry_tail == pc)
-            t->piece_retry_tail = prev;
+        p->rq = pc->next_retry;
+        if (!p->rq)
+            p->rq_tail = NULL;
         p->rma_queued--;
         n++;
         if (!drop && !rc)
-            lite_efa_peer_stuck(t, m->peer, false);
-        /* (may post more: retry_push appends behind *pp, which this loop still reaches) */
+            lite_efa_peer_stuck(t, peer, false);
+        /* (may post more: retry_push appends behind p->rq, which this loop still reaches) */
         if (drop || rc)
             lite_efa_piece_done(t, pc,
                                 m->orphan  ? -LITE_ERR_PEER_LOST
                                 : m->inval ? -LITE_ERR_REMOTE_KEY
                                            : lite_efa_err(rc));
+    }
+    return n;
+}
+
+int lite_efa_rma_flush(struct lite_transport *t)
+{
+    int n = 0;
+    /* In order per peer; a peer whose post is refused keeps the rest of its stripes back, but
+     * not other peers' (a dead peer on tcp refuses for as long as it takes to notice). The list
+     * is taken whole: a peer that gets stripes queued meanwhile (an upcall posted) joins the
+     * fresh one, and is seen by the next pass. */
+    int peer = t->rq_peers;
+    t->rq_peers = -1;
+    while (peer >= 0) {
+        struct efa_peer *p = &t->peers[peer];
+        int next = p->rq_next;
+        p->rq_listed = false;
+        p->rq_next = -1;
+        n += rq_drain(t, peer);
+        if (p->rq && !p->rq_listed) {
+            p->rq_listed = true;
+            p->rq_next = t->rq_peers;
+            t->rq_peers = peer;
+        }
+        peer = next;
     }
     if (t->dc_retry) {
         t->dc_retry = false;
@@ -921,5 +946,11 @@ void lite_efa_qcache_fini(struct lite_transport *t)
         free(m);
     }
     t->rma_nfree = 0;
-    t->piece_retry = t->piece_retry_tail = NULL;
+    for (int i = 0; t->peers && i < t->world; i++) {
+        t->peers[i].rq = t->peers[i].rq_tail = NULL;
+        t->peers[i].rma_queued = 0;
+        t->peers[i].rq_listed = false;
+        t->peers[i].rq_next = -1;
+    }
+    t->rq_peers = -1;
 }

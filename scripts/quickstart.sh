@@ -6,7 +6,8 @@
 #                                    the dev build, then an ASan+UBSan build of the same suite
 #
 # Environment: BUILD_DIR (default build), JOBS (default 2), SKIP_SANITIZERS=1 to skip the
-# sanitizer pass of `test`.
+# sanitizer pass of `test`. Each mode sets every build option it relies on, so the two modes can
+# share BUILD_DIR in either order (CMake would otherwise keep the other mode's cached values).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,24 +46,60 @@ build() { # build DIR [cmake args...]
     cmake --build "$dir" -j "$JOBS"
 }
 
+# The options of the test suite's builds, all of them, whatever an earlier configure cached.
+TEST_OPTIONS=(-DLITE_BUILD_TESTS=ON -DLITE_BUILD_BENCH=ON -DLITE_BUILD_EXAMPLES=ON -DLITE_WERROR=ON)
+
+# run_suite DIR MIN_TESTS [env...]: run every test of DIR; fail when none ran, when fewer than
+# MIN_TESTS exist (a build that lost its tests), or when ctest ran fewer than it listed.
+run_suite() {
+    local dir=$1 min=$2 timeout=$3
+    local listed
+    listed=$(ctest --test-dir "$dir" -N | sed -n 's/^Total Tests: //p')
+    if [ "${listed:-0}" -lt "$min" ]; then
+        echo "quickstart: $dir lists ${listed:-0} tests, expected at least $min" >&2
+        return 1
+    fi
+    local log="$dir/quickstart-ctest.log" rc=0
+    ctest --test-dir "$dir" --output-on-failure --no-tests=error -j 1 --timeout "$timeout" \
+        2>&1 | tee "$log" || rc=$?
+    [ "$rc" -eq 0 ] || return "$rc"
+    local ran
+    ran=$(sed -n 's/.*tests passed, [0-9]* tests failed out of \([0-9]*\)$/\1/p' "$log" | tail -1)
+    if [ "${ran:-0}" != "$listed" ]; then
+        echo "quickstart: ctest ran ${ran:-0} of the $listed tests listed in $dir" >&2
+        return 1
+    fi
+}
+
+# Fewer tests than this in a build means it lost some (the dev build has ~220, ASan ~210).
+MIN_TESTS=150
+
 case "$mode" in
 demo)
     n=${2:-4}
     install_missing
-    build "$BUILD_DIR" -DLITE_BUILD_TESTS=OFF
+    build "$BUILD_DIR" -DLITE_BUILD_TESTS=OFF -DLITE_BUILD_BENCH=OFF -DLITE_BUILD_EXAMPLES=ON \
+        -DLITE_SANITIZE=
     "$BUILD_DIR"/litetx-run -n "$n" -t 120 "$BUILD_DIR"/examples/ring_demo
     ;;
 test)
     PACKAGES+=("${TEST_PACKAGES[@]}")
     install_missing
     echo "== dev build and test suite ($BUILD_DIR)"
-    build "$BUILD_DIR"
-    ctest --test-dir "$BUILD_DIR" --output-on-failure -j 1 --timeout 600
+    if [ "${QUICKSTART_LIST_ONLY:-0}" = 1 ]; then # configure and list only: tests/quickstart_order.sh
+        cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${TEST_OPTIONS[@]}" \
+            -DLITE_SANITIZE= >/dev/null
+        ctest --test-dir "$BUILD_DIR" -N | tail -1
+        exit 0
+    fi
+    build "$BUILD_DIR" "${TEST_OPTIONS[@]}" -DLITE_SANITIZE=
+    run_suite "$BUILD_DIR" "$MIN_TESTS" 600
     if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
         echo "== ASan + UBSan build and test suite (${BUILD_DIR}-asan)"
-        build "${BUILD_DIR}-asan" -DLITE_SANITIZE=address,undefined -DLITE_BUILD_BENCH=OFF
+        build "${BUILD_DIR}-asan" "${TEST_OPTIONS[@]}" -DLITE_SANITIZE=address,undefined \
+            -DLITE_BUILD_BENCH=OFF
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-            ctest --test-dir "${BUILD_DIR}-asan" --output-on-failure -j 1 --timeout 900
+            run_suite "${BUILD_DIR}-asan" "$MIN_TESTS" 900
     fi
     ;;
 *)

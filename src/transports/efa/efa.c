@@ -72,6 +72,8 @@ static int cq_poll_paced(struct lite_transport *t)
  * delays the sight of a message that arrives meanwhile. */
 static inline int poll_once(struct lite_transport *t)
 {
+    if (t->batch_open)
+        lite_efa_batch_close(t, false);
     int n = t->rx_retry ? lite_efa_rx_flush(t) : 0;
     n += cq_poll_paced(t);
     if (t->flush_pending)
@@ -143,8 +145,9 @@ static __attribute__((noinline)) int progress_wait(struct lite_transport *t, int
  * due: the extra reads of rail 0 may follow. */
 static inline bool spin_ok(const struct lite_transport *t)
 {
-    return !t->rx_retry && !t->flush_pending && t->rq_peers < 0 && !t->rma_later && !t->dc_retry &&
-           !t->yield_until && !t->fail_due && lite_efa_later_rails_idle(t);
+    return !t->rx_retry && !t->flush_pending && t->rq_peers < 0 && !t->batch_open &&
+           !t->rma_later && !t->dc_retry && !t->yield_until && !t->fail_due &&
+           lite_efa_later_rails_idle(t);
 }
 
 /* The extra reads of a polling call that found nothing. A waiting core calls progress back to
@@ -241,6 +244,11 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
     t->mr_endpoint = (t->mr_mode & FI_MR_ENDPOINT) != 0;
     t->hmem = (info->caps & FI_HMEM) != 0;
     t->inject_size = info->tx_attr->inject_size;
+    /* Segments one paged-batch write may carry (efa_rma.c): what both iov limits allow. */
+    size_t iovs = info->tx_attr->iov_limit < info->tx_attr->rma_iov_limit
+                      ? info->tx_attr->iov_limit
+                      : info->tx_attr->rma_iov_limit;
+    t->iov_max = iovs < 1 ? 1 : iovs > LITE_EFA_BATCH_IOV ? LITE_EFA_BATCH_IOV : (uint32_t)iovs;
     /* Batched write acknowledgements rely on the provider placing a peer's writes in order. */
     t->rma_waw = (info->tx_attr->msg_order & FI_ORDER_RMA_WAW) != 0;
     t->dc_batch = t->cfg.dc_batch && t->rma_waw;

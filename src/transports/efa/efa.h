@@ -178,6 +178,26 @@ struct efa_piece {
     bool self_copy;              /* posted plain, for the provider to copy inside the post */
     uint64_t seq;                /* batched write: its number on (peer, rail); 0 otherwise */
     struct efa_piece *next_wait; /* sent, waiting for a later write's acknowledgement */
+    uint32_t seg, nseg;          /* a paged batch's write: its segments (efa_batch.seg) */
+    uint32_t pages;              /* ... and the immediates its CQ data counts */
+};
+
+/* Most segments one write of a paged batch carries (the provider's limits may say fewer). */
+#define LITE_EFA_BATCH_IOV 16
+
+/* Paged writes gathered into one record (efa_rma.c, PAGED BATCHES): runs of adjacent pages
+ * coalesced into segments, several segments per fi_writemsg. */
+struct efa_seg {
+    uint8_t *local;
+    uint64_t roff; /* offset in the target region */
+    uint64_t len;
+    uint32_t pages;
+};
+struct efa_batch {
+    uint32_t nops, opcap, nseg, segcap, npieces, nrails;
+    void **ops; /* the core's ops, completed together */
+    struct efa_seg *seg;
+    struct efa_piece *pieces;
 };
 
 /* Writes to one peer on one rail whose acknowledgements are batched (efa_rma.c): on a
@@ -215,6 +235,8 @@ struct efa_rma {
     uint32_t ack_id;
     struct efa_piece piece[LITE_MAX_RAILS];
     struct fid_mr *fly[LITE_MAX_RAILS]; /* local buffer registered on the fly (FI_MR_LOCAL) */
+    struct efa_batch *batch;            /* paged writes of several core ops (op is NULL) */
+    uint32_t imm_count;                 /* immediates the IMM message counts (imm_after) */
 };
 
 /* What a target confirmed about one of its regions (initiator side cache). */
@@ -279,8 +301,13 @@ struct efa_peer {
 
 /* ---- the instance ---- */
 
+/* IMM_CQDATA64: the top byte of the CQ data is the number of immediates the write counts, less
+ * one (a paged batch's write covers several pages; 0 for every other write). */
+#define LITE_EFA_CQ_COUNT_SHIFT 56
+#define LITE_EFA_CQ_COUNT_MAX   256
+
 enum efa_imm_mode {
-    IMM_CQDATA64 = 1, /* CQ data = imm | (rank + 1) << 32 */
+    IMM_CQDATA64 = 1, /* CQ data = imm | (rank + 1) << 32 | (count - 1) << 56 */
     IMM_CQDATA32 = 2, /* CQ data = imm; the sender from FI_SOURCE (fi_cq_readfrom) */
     IMM_MSG = 3,      /* no usable remote CQ data: write, then an IMM message */
 };
@@ -326,6 +353,8 @@ struct lite_transport {
     size_t tx_size;
     /* peers whose stripes wait for the provider (efa_peer.rq), linked by rq_next; -1: none */
     int rq_peers;
+    struct efa_rma *batch_open; /* paged writes being gathered (efa_rma.c) */
+    uint32_t iov_max;           /* segments per write: the provider's iov and rma_iov limits */
     /* the region peers' batched-acknowledgement flushes write 0 bytes to (efa_rma.c) */
     uint8_t *flush_mem;
     struct efa_mr *flush_mr;
@@ -438,6 +467,8 @@ size_t lite_efa_dc_hello(struct lite_transport *t, uint8_t *out, size_t cap);
 /* A peer's flush targets arrived: batching towards it may start. */
 void lite_efa_dc_learn(struct lite_transport *t, int peer, const struct lite_efa_flush *f);
 int lite_efa_rma_flush(struct lite_transport *t);
+/* Post the paged writes gathered so far (progress calls it: the batch's last op may not come). */
+void lite_efa_batch_close(struct lite_transport *t, bool later);
 /* Control messages of the key protocol and the immediate fallback. */
 void lite_efa_rma_ctl(struct lite_transport *t, int peer, const struct lite_efa_hdr *h,
                       const uint8_t *payload, size_t len);

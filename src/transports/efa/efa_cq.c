@@ -95,9 +95,11 @@ static int rank_of(struct lite_transport *t, uint32_t rail, fi_addr_t a)
 static void on_imm(struct lite_transport *t, uint32_t rail, uint64_t data, fi_addr_t src)
 {
     int peer = -1;
+    uint32_t count = 1;
     if (t->imm_mode == IMM_CQDATA64) {
-        uint64_t r = data >> 32;
+        uint64_t r = data >> 32 & ((1ull << (LITE_EFA_CQ_COUNT_SHIFT - 32)) - 1);
         peer = r >= 1 && r <= (uint64_t)t->world ? (int)r - 1 : -1;
+        count = (uint32_t)(data >> LITE_EFA_CQ_COUNT_SHIFT) + 1;
     } else {
         peer = rank_of(t, rail, src);
     }
@@ -107,8 +109,9 @@ static void on_imm(struct lite_transport *t, uint32_t rail, uint64_t data, fi_ad
                    t->rank, (uint32_t)data);
         peer = t->rank;
     }
-    t->up->imm_arrived(t->core, peer, (uint32_t)data);
-    t->events++;
+    for (uint32_t i = 0; i < count; i++)
+        t->up->imm_arrived(t->core, peer, (uint32_t)data);
+    t->events += (int)count;
     t->imm_seen = true;
 }
 

@@ -37,6 +37,7 @@
  * Writes ask for FI_DELIVERY_COMPLETE so their completion means what the core's contract says:
  * the data is in place at the target.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,12 +134,57 @@ static void rma_drop(struct lite_transport *t, struct efa_rma *m)
     }
 }
 
+static void batch_free(struct efa_batch *b)
+{
+    if (b) {
+        free(b->ops);
+        free(b->seg);
+        free(b->pieces);
+        free(b);
+    }
+}
+
 static void release(struct lite_transport *t, struct efa_rma *m)
 {
     for (uint32_t i = 0; i < LITE_MAX_RAILS; i++)
         if (m->fly[i])
             fi_close(&m->fly[i]->fid);
+    if (t->batch_open == m)
+        t->batch_open = NULL;
+    batch_free(m->batch);
     rma_drop(t, m);
+}
+
+/* Tell the core that the op (or every op of a batch) ended, once, and release the record. The
+ * record goes first: an upcall may post, and reuse it. */
+static void release_done(struct lite_transport *t, struct efa_rma *m, int status)
+{
+    void *op = m->op;
+    struct efa_batch *b = m->batch;
+    m->batch = NULL;
+    release(t, m);
+    if (!b) {
+        t->up->send_done(t->core, op, status);
+        t->events++;
+        return;
+    }
+    for (uint32_t i = 0; i < b->nops; i++)
+        t->up->send_done(t->core, b->ops[i], status);
+    t->events += (int)b->nops;
+    batch_free(b);
+}
+
+/* The same without the release (the peer failed while the provider still owes stripes). */
+static void ops_done(struct lite_transport *t, struct efa_rma *m, int status)
+{
+    if (!m->batch) {
+        t->up->send_done(t->core, m->op, status);
+        return;
+    }
+    uint32_t n = m->batch->nops;
+    m->batch->nops = 0;
+    for (uint32_t i = 0; i < n; i++)
+        t->up->send_done(t->core, m->batch->ops[i], status);
 }
 
 /* The op is over: tell the core, now (from progress) or from the next progress (inside
@@ -157,10 +203,7 @@ static void finish(struct lite_transport *t, struct efa_rma *m, int status, bool
         t->rma_later = m;
         return;
     }
-    void *op = m->op;
-    release(t, m);
-    t->up->send_done(t->core, op, status);
-    t->events++;
+    release_done(t, m, status);
 }
 
 static uint64_t cq_data(struct lite_transport *t, uint32_t imm)
@@ -184,6 +227,22 @@ static int post_piece(struct lite_transport *t, struct efa_piece *pc)
                              .rma_iov = &riov,
                              .rma_iov_count = 1,
                              .context = &pc->c.fi};
+    struct iovec biov[LITE_EFA_BATCH_IOV];
+    void *bdesc[LITE_EFA_BATCH_IOV];
+    struct fi_rma_iov briov[LITE_EFA_BATCH_IOV];
+    if (m->batch) {
+        for (uint32_t k = 0; k < pc->nseg; k++) {
+            const struct efa_seg *g = &m->batch->seg[pc->seg + k];
+            biov[k] = (struct iovec){.iov_base = g->local, .iov_len = g->len};
+            bdesc[k] = pc->desc;
+            briov[k] = (struct fi_rma_iov){
+                .addr = m->raddr + g->roff, .len = g->len, .key = m->rkey[pc->rail]};
+        }
+        msg.msg_iov = biov;
+        msg.desc = bdesc;
+        msg.rma_iov = briov;
+        msg.iov_count = msg.rma_iov_count = pc->nseg;
+    }
     uint64_t flags = FI_COMPLETION;
     ssize_t rc;
     if (m->r.kind == LITE_RMA_WRITE) {
@@ -200,6 +259,9 @@ static int post_piece(struct lite_transport *t, struct efa_piece *pc)
         if (m->r.has_imm && !m->imm_after) {
             flags |= FI_REMOTE_CQ_DATA;
             msg.data = cq_data(t, m->r.imm);
+            /* A batch's write counts its pages (imm_mode is IMM_CQDATA64 then). */
+            if (m->batch)
+                msg.data |= (uint64_t)(pc->pages - 1) << LITE_EFA_CQ_COUNT_SHIFT;
         }
         rc = fi_writemsg(r->ep, &msg, flags);
         t->self_copied += rc == 0 && pc->self_copy;
@@ -242,11 +304,13 @@ static void retry_push(struct lite_transport *t, struct efa_piece *pc)
 static int send_imm(struct lite_transport *t, struct efa_rma *m)
 {
     struct efa_peer *p = &t->peers[m->peer];
-    uint8_t b[4];
+    uint8_t b[8];
     lite_put32(b, m->r.imm);
+    /* A paged batch's one message counts all its pages. */
+    lite_put32(b + 4, m->imm_count);
     m->stage = RMA_WAIT_ACK;
     m->ack_id = ++p->next_ack_id;
-    return lite_efa_ctl_send(t, m->peer, LITE_EFA_T_IMM, m->ack_id, b, sizeof(b));
+    return lite_efa_ctl_send(t, m->peer, LITE_EFA_T_IMM, m->ack_id, b, m->imm_count > 1 ? 8 : 4);
 }
 
 /* The key is confirmed (q): check the op against it and post its stripes. */
@@ -349,6 +413,184 @@ static void start(struct lite_transport *t, struct efa_rma *m, const struct efa_
     }
 }
 
+/* ---- paged batches ----
+ *
+ * lite_write_paged posts one op per page, every one but the last with `more`. One fi_writemsg
+ * per page costs a provider command and a completion each (and a remote CQ entry): 4 KiB pages
+ * ran at a tenth of a contiguous write's speed. So the pages of such a batch to one peer and
+ * one confirmed region are gathered instead: runs of pages adjacent at both ends coalesce into
+ * one segment, and each write carries up to t->iov_max segments (shm and tcp;ofi_rxm: 4). The
+ * target still counts one immediate per page: with 8 bytes of CQ data each write says how many
+ * pages it covers (LITE_EFA_CQ_COUNT_SHIFT); otherwise the writes go plain and, once all are in
+ * place, one IMM message counts them all. Every page's op completes when the batch does.
+ * The batch is posted at its last op, at an op that does not fit it, or at the next progress.
+ */
+#define BATCH_MAX_OPS 4096         /* pages gathered before the batch is posted anyway */
+#define BATCH_SEG_MAX (256 * 1024) /* bytes a coalesced segment grows to */
+
+static int grow(void **arr, uint32_t *cap, size_t elem)
+{
+    uint32_t nc = *cap ? *cap * 2 : 64;
+    void *na = realloc(*arr, nc * elem);
+    if (!na)
+        return -ENOMEM;
+    *arr = na;
+    *cap = nc;
+    return 0;
+}
+
+void lite_efa_batch_close(struct lite_transport *t, bool later)
+{
+    struct efa_rma *m = t->batch_open;
+    if (!m)
+        return;
+    t->batch_open = NULL;
+    struct efa_batch *b = m->batch;
+    struct efa_peer *p = &t->peers[m->peer];
+    if (b->nops == 0) {
+        unlink_op(p, m);
+        release(t, m);
+        return;
+    }
+    if (m->inval || p->dead) {
+        finish(t, m, p->dead ? -LITE_ERR_PEER_LOST : -LITE_ERR_REMOTE_KEY, later);
+        return;
+    }
+    /* Writes of up to iov_max segments, and (CQ data) of at most LITE_EFA_CQ_COUNT_MAX pages. */
+    uint32_t npc = 0;
+    for (uint32_t i = 0; i < b->nseg;) {
+        uint32_t k = 0, pages = 0;
+        while (i + k < b->nseg && k < t->iov_max &&
+               pages + b->seg[i + k].pages <= LITE_EFA_CQ_COUNT_MAX) {
+            pages += b->seg[i + k].pages;
+            k++;
+        }
+        i += k;
+        npc++;
+    }
+    b->pieces = calloc(npc, sizeof(*b->pieces));
+    if (!b->pieces) {
+        finish(t, m, -ENOMEM, later);
+        return;
+    }
+    const struct efa_mr *local = m->r.local_handle;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < b->nseg; n++) {
+        struct efa_piece *pc = &b->pieces[n];
+        pc->c.kind = CTX_PIECE;
+        pc->parent = m;
+        pc->seg = i;
+        while (i < b->nseg && pc->nseg < t->iov_max &&
+               pc->pages + b->seg[i].pages <= LITE_EFA_CQ_COUNT_MAX) {
+            pc->pages += b->seg[i].pages;
+            pc->len += b->seg[i].len;
+            pc->nseg++;
+            i++;
+        }
+        /* With writer copy every op stays on rail 0 (start); otherwise spread over the rails. */
+        pc->rail = t->writer_copy ? 0 : t->rma_rr++ % b->nrails;
+        pc->desc = local->desc[pc->rail];
+    }
+    b->npieces = n;
+    m->imm_after = m->r.has_imm && t->imm_mode != IMM_CQDATA64;
+    m->imm_count = b->nops;
+    m->npieces = m->left = n;
+    for (uint32_t i = 0; i < n; i++) {
+        struct efa_piece *pc = &b->pieces[i];
+        bool queued = p->rma_queued > 0;
+        int rc = queued ? -FI_EAGAIN : post_piece(t, pc);
+        if (rc == -FI_EAGAIN) {
+            if (!queued)
+                lite_efa_peer_stuck(t, m->peer, true);
+            retry_push(t, pc);
+        } else if (rc) {
+            int peer = m->peer;
+            m->status = lite_efa_loss_code(t, lite_efa_err(rc));
+            m->left -= n - i;
+            if (m->left == 0)
+                finish(t, m, m->status, later);
+            if (lite_efa_err_is_conn(rc) && !t->closing)
+                lite_efa_peer_fail(t, peer, -LITE_ERR_PEER_LOST,
+                                   "one-sided op: connection refused");
+            return;
+        } else {
+            lite_efa_peer_stuck(t, m->peer, false);
+        }
+    }
+}
+
+/* Gather this op into the open batch (or open one). 1: taken; 0: not a batch's op (any open
+ * batch was posted first, so order is kept); negative: out of memory. */
+static int batch_add(struct lite_transport *t, const struct lite_tp_rma *r, void *op)
+{
+    struct efa_rma *m = t->batch_open;
+    bool fits = m && m->peer == r->peer && m->r.local_handle == r->local_handle &&
+                m->r.remote_core_key == r->remote_core_key && m->r.has_imm == r->has_imm &&
+                m->r.imm == r->imm && m->batch->nops < BATCH_MAX_OPS;
+    if (m && !fits)
+        lite_efa_batch_close(t, true);
+    if (!fits && !r->more)
+        return 0; /* a lone write, or a batch's only page: the usual path */
+    if (r->kind != LITE_RMA_WRITE || r->len == 0 || !r->local_handle || r->remote_trusted ||
+        r->len > BATCH_SEG_MAX || r->len >= 2 * t->cfg.stripe_min) {
+        if (fits)
+            lite_efa_batch_close(t, true);
+        return 0;
+    }
+    struct efa_peer *p = &t->peers[r->peer];
+    struct efa_qent *q = qfind(p, r->remote_core_key);
+    if (!q || q->state != QENT_VALID || !(q->access & LITE_TP_ACCESS_REMOTE_WRITE) ||
+        r->remote_offset > q->len || r->len > q->len - r->remote_offset) {
+        /* The key is not confirmed yet, or the op is refused: the usual path says so. */
+        if (fits)
+            lite_efa_batch_close(t, true);
+        return 0;
+    }
+    if (!fits) {
+        m = rma_new(t);
+        struct efa_batch *b = m ? calloc(1, sizeof(*b)) : NULL;
+        if (!b) {
+            if (m)
+                rma_drop(t, m);
+            return -ENOMEM;
+        }
+        m->batch = b;
+        m->peer = r->peer;
+        m->r = *r;
+        m->stage = RMA_DATA; /* an INVAL of the region sees it (going_into) */
+        m->raddr = t->virt_addr ? q->base : 0;
+        uint32_t rails = t->nrails < q->nrails ? t->nrails : q->nrails;
+        b->nrails = rails < p->nrails ? rails : p->nrails;
+        if (b->nrails == 0)
+            b->nrails = 1;
+        for (uint32_t i = 0; i < q->nrails && i < LITE_MAX_RAILS; i++)
+            m->rkey[i] = q->rkey[i];
+        link_op(p, m);
+        t->batch_open = m;
+    }
+    struct efa_batch *b = m->batch;
+    if ((b->nops == b->opcap && grow((void **)&b->ops, &b->opcap, sizeof(*b->ops))) ||
+        (b->nseg == b->segcap && grow((void **)&b->seg, &b->segcap, sizeof(*b->seg)))) {
+        /* Nothing of this op was taken: post what was gathered, and report the failure. */
+        lite_efa_batch_close(t, true);
+        return -ENOMEM;
+    }
+    b->ops[b->nops++] = op;
+    struct efa_seg *g = b->nseg ? &b->seg[b->nseg - 1] : NULL;
+    uint8_t *local = r->local;
+    if (g && g->local + g->len == local && g->roff + g->len == r->remote_offset &&
+        g->len + r->len <= BATCH_SEG_MAX && g->pages < LITE_EFA_CQ_COUNT_MAX) {
+        g->len += r->len;
+        g->pages++;
+    } else {
+        b->seg[b->nseg++] =
+            (struct efa_seg){.local = local, .roff = r->remote_offset, .len = r->len, .pages = 1};
+    }
+    if (!r->more)
+        lite_efa_batch_close(t, true);
+    return 1;
+}
+
 int lite_efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, void *op)
 {
     if (r->peer < 0 || r->peer >= t->world || r->peer == t->rank)
@@ -358,6 +600,11 @@ int lite_efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, voi
     struct efa_peer *p = &t->peers[r->peer];
     if (p->dead || p->lost || t->rail[0].addr[r->peer] == FI_ADDR_NOTAVAIL)
         return -LITE_ERR_PEER_LOST;
+    if (r->more || t->batch_open) {
+        int rc = batch_add(t, r, op);
+        if (rc)
+            return rc < 0 ? rc : 0;
+    }
     struct efa_rma *m = rma_new(t);
     if (!m)
         return -ENOMEM;
@@ -692,11 +939,7 @@ int lite_efa_rma_flush(struct lite_transport *t)
     while (t->rma_later) {
         struct efa_rma *m = t->rma_later;
         t->rma_later = m->next;
-        void *op = m->op;
-        int st = m->status;
-        release(t, m);
-        t->up->send_done(t->core, op, st);
-        t->events++;
+        release_done(t, m, m->status);
         n++;
     }
     return n;
@@ -855,16 +1098,19 @@ void lite_efa_rma_ctl(struct lite_transport *t, int peer, const struct lite_efa_
     case LITE_EFA_T_INVAL_ACK:
         lite_efa_mr_inval_acked(t, peer, h->tag);
         break;
-    case LITE_EFA_T_IMM:
-        if (len != 4) {
+    case LITE_EFA_T_IMM: {
+        uint32_t count = len == 8 ? lite_get32(payload + 4) : 1;
+        if ((len != 4 && len != 8) || count == 0) {
             rc = -LITE_ERR_PROTOCOL;
             break;
         }
         /* The writer sends this only once its data is in place here. */
-        t->up->imm_arrived(t->core, peer, lite_get32(payload));
-        t->events++;
+        for (uint32_t i = 0; i < count; i++)
+            t->up->imm_arrived(t->core, peer, lite_get32(payload));
+        t->events += (int)count;
         lite_efa_ctl_must(t, peer, LITE_EFA_T_IMM_ACK, h->tag, NULL, 0);
         break;
+    }
     case LITE_EFA_T_IMM_ACK: {
         struct efa_rma *m = p->rma;
         while (m && !(m->stage == RMA_WAIT_ACK && m->ack_id == h->tag && !m->orphan))
@@ -895,15 +1141,14 @@ void lite_efa_rma_peer_failed(struct lite_transport *t, int peer, int code)
     while (m) {
         struct efa_rma *nx = m->next;
         if (!m->orphan) {
-            void *op = m->op;
             if (m->stage == RMA_DATA && m->left > 0) {
                 /* Stripes are with the provider: keep the op until they come back. */
                 m->orphan = true;
+                ops_done(t, m, code);
             } else {
                 unlink_op(p, m);
-                release(t, m);
+                release_done(t, m, code);
             }
-            t->up->send_done(t->core, op, code);
         }
         m = nx;
     }
@@ -953,4 +1198,5 @@ void lite_efa_qcache_fini(struct lite_transport *t)
         t->peers[i].rq_next = -1;
     }
     t->rq_peers = -1;
+    t->batch_open = NULL;
 }

@@ -508,7 +508,14 @@ static void garbage_transport(void)
                      {hello0, sizeof(hello0), "hello from rank 0"},
                      {old, sizeof(old), "an older wire version"},
                      {huge, sizeof(huge), "a huge length"}};
+        /* With connections on demand, rank 0 dialled rank 1 and rank 1 never dials back, so
+         * a hello claiming rank 1 is what rank 1's own connection would say: plaintext TCP
+         * cannot tell them apart (that takes the TLS mode's authenticated identities). */
+        const char *connect_mode = getenv("LITETX_TCP_CONNECT");
+        bool lazy = connect_mode && !strcmp(connect_mode, "lazy");
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            if (lazy && cases[i].p == hello1)
+                continue;
             int fd = connect_local((int)base);
             CHECK(send(fd, cases[i].p, cases[i].n, MSG_NOSIGNAL) >= 0, "send garbage");
             CHECK(closed_by_peer(fd, 10.0), "rank 0 kept a connection that sent %s", cases[i].what);

@@ -88,7 +88,13 @@ struct rma_slot {
 };
 
 /* A connection's part in the pair's traffic (see the top of the file). */
-enum conn_role { ROLE_MAIN = 0, ROLE_BULK_OUT = 1, ROLE_BULK_IN = 2, ROLE_COUNT = 3 };
+enum conn_role {
+    ROLE_MAIN = 0,     /* both ways; in lazy mode: the one this rank dialled */
+    ROLE_BULK_OUT = 1, /* large one-sided payloads from this rank */
+    ROLE_BULK_IN = 2,  /* large one-sided payloads from the peer */
+    ROLE_MAIN_IN = 3,  /* lazy mode: the main connection the peer dialled */
+    ROLE_COUNT = 4
+};
 
 struct conn {
     int fd;
@@ -157,6 +163,12 @@ struct lite_transport {
      * each other out, whatever the world size, and strangers are still bounded. */
     struct conn **pending;
     int npending; /* slots in pending */
+    /* Lazy mode (LITETX_TCP_CONNECT): a pair is connected by the first frame between them.
+     * peer_addr/peer_len: every rank's listening address, from connect_all. */
+    bool lazy;
+    struct sockaddr_storage *peer_addr;
+    socklen_t *peer_len;
+    int dialled; /* connections this rank opened (main and bulk), for the log */
     bool closing;
     bool resumed; /* some connection's fence wait ended (conn.resume) */
     struct tx_op *free_ops;
@@ -173,16 +185,20 @@ static struct conn *conn_of(struct lite_transport *t, int role, int peer)
     return &t->conns[role * t->world + peer];
 }
 
-/* The connection whose handled frames a FENCE on c counts: the peer's other incoming stream. */
-static struct conn *fence_partner(struct lite_transport *t, struct conn *c)
+static bool is_main(const struct conn *c)
 {
-    if (c->peer < 0)
-        return NULL; /* not identified yet */
-    if (c->role == ROLE_MAIN)
-        return conn_of(t, ROLE_BULK_IN, c->peer);
-    if (c->role == ROLE_BULK_IN)
-        return conn_of(t, ROLE_MAIN, c->peer);
-    return NULL;
+    return c->role == ROLE_MAIN || c->role == ROLE_MAIN_IN;
+}
+
+/* Frames handled from the peer's other stream, which a FENCE on c counts: for a main
+ * connection its bulk stream; for the bulk stream its main one. In lazy mode the peer's main
+ * stream is one of two connections (the one it dialled, or ours if it never dialled) and it never
+ * uses the other, so the two are summed. */
+static uint64_t partner_delivered(struct lite_transport *t, const struct conn *c)
+{
+    if (is_main(c))
+        return conn_of(t, ROLE_BULK_IN, c->peer)->delivered;
+    return conn_of(t, ROLE_MAIN, c->peer)->delivered + conn_of(t, ROLE_MAIN_IN, c->peer)->delivered;
 }
 
 /* epoll data: conns by pointer, the listener by this marker. */
@@ -372,6 +388,72 @@ static int enqueue_frame(struct lite_transport *t, struct conn *c, const struct 
     return 0;
 }
 
+/* A connection gets its receive stage when it gets a socket (lazy mode allocates none ahead). */
+static int conn_stage(struct conn *c)
+{
+    if (!c->stage) {
+        c->stage_size = is_main(c) ? STAGE_SIZE : BULK_STAGE;
+        c->stage = malloc(c->stage_size);
+    }
+    return c->stage ? 0 : -ENOMEM;
+}
+
+/* Lazy mode: open c (this rank's main or bulk connection to c->peer) now. The connect completes
+ * in the background; the HELLO and the frames queued behind it leave once it has (EPOLLOUT). */
+static int dial(struct lite_transport *t, struct conn *c)
+{
+    int rc = conn_stage(c);
+    if (rc)
+        return rc;
+    const struct sockaddr_storage *ss = &t->peer_addr[c->peer];
+    int fd = lite_sock_tcp(ss->ss_family);
+    if (fd < 0)
+        return fd;
+    if (connect(fd, (const struct sockaddr *)ss, t->peer_len[c->peer]) != 0 &&
+        errno != EINPROGRESS) {
+        rc = -errno;
+        LITE_ERROR("tcp rank %d: cannot connect to %s: %s", t->rank, c->desc, strerror(errno));
+        close(fd);
+        return rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM ? rc : -LITE_ERR_PEER_LOST;
+    }
+    c->fd = fd;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
+    epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
+    c->out_armed = true;
+    t->dialled++;
+    LITE_DEBUG("tcp rank %d: connecting to %s on first use", t->rank, c->desc);
+    struct lite_wire_hdr h = {.type = LITE_WIRE_HELLO,
+                              .flags = c->role == ROLE_BULK_OUT ? LITE_WIRE_F_BULK : 0,
+                              .tag = (uint64_t)t->rank};
+    return enqueue_frame(t, c, &h, NULL, TX_DONE_NONE, NULL, false);
+}
+
+/* The connection this rank sends `peer` its main (s = 0) or bulk (s = 1) frames on, connected
+ * now in lazy mode if there is none. A rank sends on one main connection per peer for good, so
+ * its frames stay in order: the one it dialled, or the peer's if that came first. */
+static int send_conn(struct lite_transport *t, int peer, int s, struct conn **out)
+{
+    struct conn *c = conn_of(t, s ? ROLE_BULK_OUT : ROLE_MAIN, peer);
+    if (c->dead)
+        return -LITE_ERR_PEER_LOST;
+    if (c->fd < 0 && !s && t->lazy) {
+        struct conn *in = conn_of(t, ROLE_MAIN_IN, peer);
+        if (in->fd >= 0 && !in->dead) {
+            *out = in;
+            return 0;
+        }
+    }
+    if (c->fd < 0) {
+        if (!t->lazy)
+            return -LITE_ERR_PEER_LOST;
+        int rc = dial(t, c);
+        if (rc)
+            return rc;
+    }
+    *out = c;
+    return 0;
+}
+
 /* Queue a frame for `peer` on its main or its bulk connection, with a FENCE first when the
  * other stream has carried frames since this one last named its count (see the top). */
 static int send_frame(struct lite_transport *t, int peer, const struct lite_wire_hdr *h,
@@ -379,9 +461,10 @@ static int send_frame(struct lite_transport *t, int peer, const struct lite_wire
 {
     int s = t->bulk_min && (h->type == LITE_WIRE_WRITE || h->type == LITE_WIRE_READ_RESP) &&
             h->len >= t->bulk_min;
-    struct conn *c = conn_of(t, s ? ROLE_BULK_OUT : ROLE_MAIN, peer);
-    if (c->dead || c->fd < 0)
-        return -LITE_ERR_PEER_LOST;
+    struct conn *c;
+    int rc0 = send_conn(t, peer, s, &c);
+    if (rc0)
+        return rc0;
     struct route *r = &t->routes[peer];
     if (r->sent[!s] > r->fenced[s]) {
         struct lite_wire_hdr f = {.type = LITE_WIRE_FENCE, .tag = r->sent[!s]};
@@ -401,9 +484,6 @@ static int tcp_msg_send(struct lite_transport *t, int peer, const struct lite_ms
 {
     if (peer < 0 || peer >= t->world || peer == t->rank)
         return -EINVAL;
-    struct conn *c = conn_of(t, ROLE_MAIN, peer);
-    if (c->dead || c->fd < 0)
-        return -LITE_ERR_PEER_LOST;
     struct lite_wire_hdr h = {.type = LITE_WIRE_MSG,
                               .channel = hdr->channel,
                               .flags = hdr->flags,
@@ -472,8 +552,8 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
 {
     if (r->peer < 0 || r->peer >= t->world || r->peer == t->rank)
         return -EINVAL;
-    struct conn *c = conn_of(t, ROLE_MAIN, r->peer);
-    if (c->dead || c->fd < 0)
+    struct conn *c = conn_of(t, ROLE_MAIN, r->peer); /* holds the pair's slots */
+    if (c->dead || (c->fd < 0 && !t->lazy))
         return -LITE_ERR_PEER_LOST;
     if (r->kind == LITE_RMA_WRITE && r->local_completion) {
         /* Done when the bytes are in the socket: no slot, and the target sends no answer. */
@@ -523,14 +603,22 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
 static int adopt(struct lite_transport *t, struct conn *pc, uint64_t rank, bool bulk,
                  const char **why)
 {
-    if (rank >= (uint64_t)t->world || (int)rank == t->rank || (!bulk && (int)rank < t->rank)) {
+    /* At init only the higher rank of a pair dials the main connection; in lazy mode whoever
+     * sends first does, and both may. */
+    if (rank >= (uint64_t)t->world || (int)rank == t->rank ||
+        (!bulk && !t->lazy && (int)rank < t->rank)) {
         *why = "hello from a rank that should not connect to this one";
         return -LITE_ERR_PROTOCOL;
     }
-    struct conn *c = conn_of(t, bulk ? ROLE_BULK_IN : ROLE_MAIN, (int)rank);
+    struct conn *c =
+        conn_of(t, bulk ? ROLE_BULK_IN : (t->lazy ? ROLE_MAIN_IN : ROLE_MAIN), (int)rank);
     if (c->fd >= 0 || c->dead) {
         *why = "second connection from the same rank";
         return -LITE_ERR_PROTOCOL;
+    }
+    if (conn_stage(c)) {
+        *why = "out of memory for its receive buffer";
+        return -ENOMEM;
     }
     c->fd = pc->fd;
     pc->fd = -1;
@@ -540,16 +628,23 @@ static int adopt(struct lite_transport *t, struct conn *pc, uint64_t rank, bool 
     return 1;
 }
 
-/* c has handled one more frame: a connection fenced on it may go on. */
+/* c has handled one more frame: a connection fenced on its stream may go on. */
 static void delivered(struct lite_transport *t, struct conn *c)
 {
     c->delivered++;
-    struct conn *o = fence_partner(t, c);
-    if (o && o->paused && c->delivered >= o->fence_at) {
-        o->paused = false;
-        o->resume = t->resumed = true;
-        if (o->fd >= 0)
-            ep_set(t, o, o->out_armed);
+    if (c->role == ROLE_BULK_OUT || c->peer < 0)
+        return;
+    static const int main_roles[] = {ROLE_MAIN, ROLE_MAIN_IN}, bulk_role[] = {ROLE_BULK_IN};
+    const int *roles = is_main(c) ? bulk_role : main_roles;
+    int nroles = is_main(c) ? 1 : 2;
+    for (int i = 0; i < nroles; i++) {
+        struct conn *o = conn_of(t, roles[i], c->peer);
+        if (o->paused && partner_delivered(t, o) >= o->fence_at) {
+            o->paused = false;
+            o->resume = t->resumed = true;
+            if (o->fd >= 0)
+                ep_set(t, o, o->out_armed);
+        }
     }
 }
 
@@ -761,7 +856,7 @@ static int parse_stage(struct lite_transport *t, struct conn *c, const char **wh
             return -LITE_ERR_PROTOCOL;
         }
         if (h.type == LITE_WIRE_FENCE) {
-            if (fence_partner(t, c)->delivered < h.tag) {
+            if (partner_delivered(t, c) < h.tag) {
                 c->fence_at = h.tag;
                 c->paused = true;
                 ep_set(t, c, c->out_armed);
@@ -1042,11 +1137,14 @@ static int progress_once(struct lite_transport *t, int timeout_ms)
     if (timeout_ms == 0 && direct && (++t->polls & 31) != 0) {
         uint64_t before = t->rx_reads;
         for (int p = 0; p < t->world; p++) {
-            struct conn *c = conn_of(t, ROLE_MAIN, p), *b = conn_of(t, ROLE_BULK_IN, p);
+            struct conn *c = conn_of(t, ROLE_MAIN, p), *b = conn_of(t, ROLE_BULK_IN, p),
+                        *ci = conn_of(t, ROLE_MAIN_IN, p);
             if (c->fd >= 0 && !c->dead) {
                 conn_rx(t, c);
                 handled++;
             }
+            if (ci->fd >= 0 && !ci->dead)
+                conn_rx(t, ci);
             if (b->fd >= 0 && !b->dead &&
                 (b->idle++ < BULK_IDLE_POLLS || c->paused || b->rx_state == RX_PAYLOAD))
                 conn_rx(t, b);
@@ -1120,6 +1218,23 @@ static int parse_bulk_env(bool crowded, uint64_t *min)
     return 0;
 }
 
+/* LITETX_TCP_CONNECT=all|lazy|auto: connect every pair at init, or each pair at its first
+ * frame; auto (the default): all up to LAZY_WORLD ranks, lazy beyond. */
+#define LAZY_WORLD 64
+static int parse_connect_env(int world, bool *lazy)
+{
+    const char *v = getenv("LITETX_TCP_CONNECT");
+    *lazy = world > LAZY_WORLD;
+    if (!v || !*v || !strcmp(v, "auto"))
+        return 0;
+    if (strcmp(v, "all") && strcmp(v, "lazy")) {
+        LITE_ERROR("LITETX_TCP_CONNECT=\"%s\": must be all, lazy or auto", v);
+        return -LITE_ERR_CONFIG;
+    }
+    *lazy = !strcmp(v, "lazy");
+    return 0;
+}
+
 static void tcp_close(struct lite_transport *t);
 
 static int tcp_open(const struct lite_transport_params *p, struct lite_transport **out)
@@ -1139,17 +1254,21 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
     t->npending = 2 * (t->world - 1) + MAX_STRANGERS;
     t->pending = calloc((size_t)t->npending, sizeof(*t->pending));
     int rc = t->epfd < 0 ? -errno : (!t->conns || !t->routes || !t->pending ? -ENOMEM : 0);
-    static const char *const role_desc[ROLE_COUNT] = {"", " (bulk out)", " (bulk in)"};
+    static const char *const role_desc[ROLE_COUNT] = {"", " (bulk out)", " (bulk in)",
+                                                      " (dialled by it)"};
+    if (!rc)
+        rc = parse_connect_env(t->world, &t->lazy);
     for (int i = 0; !rc && i < t->nconns; i++) {
         struct conn *c = &t->conns[i];
         c->fd = -1;
         c->role = (uint8_t)(i / t->world);
         c->peer = i % t->world;
         c->last_large = c->role == ROLE_BULK_IN; /* its frames are large: headers read alone */
-        c->stage_size = c->role == ROLE_MAIN ? STAGE_SIZE : BULK_STAGE;
         lite_fmt(c->desc, sizeof(c->desc), "rank %d%s", c->peer, role_desc[c->role]);
-        if (c->peer != t->rank && !(c->stage = malloc(c->stage_size)))
-            rc = -ENOMEM;
+        /* At init every pair is connected, so the stages are allocated now; lazy mode
+         * allocates one when its connection is made. */
+        if (c->peer != t->rank && !t->lazy && c->role != ROLE_MAIN_IN)
+            rc = conn_stage(c);
     }
     uint16_t port = 0;
     if (!rc)
@@ -1246,9 +1365,38 @@ static int connect_one(struct lite_transport *t, int peer, int role,
     return 0;
 }
 
+/* Lazy mode's connect_all: keep every rank's address for the first frame to it. */
+static int lazy_addrs(struct lite_transport *t, const void *const *blobs, const size_t *lens,
+                      char *why, size_t why_len)
+{
+    t->peer_addr = calloc((size_t)t->world, sizeof(*t->peer_addr));
+    t->peer_len = calloc((size_t)t->world, sizeof(*t->peer_len));
+    if (!t->peer_addr || !t->peer_len)
+        return -ENOMEM;
+    for (int j = 0; j < t->world; j++) {
+        if (j != t->rank && blob_to_addr(blobs[j], lens[j], &t->peer_addr[j], &t->peer_len[j])) {
+            lite_fmt(why, why_len, "tcp rank %d: rank %d published an unusable address", t->rank,
+                     j);
+            return -LITE_ERR_PROTOCOL;
+        }
+    }
+    /* A rank that talks to every peer needs one descriptor each (two where both dialled at
+     * once): raise the limit now if it can be, else say so; each connect fails cleanly if the
+     * job does reach it. */
+    char fwhy[192];
+    if (lite_fd_reserve(t->world - 1, fwhy, sizeof(fwhy)))
+        LITE_WARN("tcp rank %d: connections are made on first use; talking to all %d peers %s",
+                  t->rank, t->world - 1, fwhy);
+    LITE_INFO("tcp rank %d: connections to the %d peers are made on first use", t->rank,
+              t->world - 1);
+    return 0;
+}
+
 static int tcp_connect_all(struct lite_transport *t, const void *const *blobs, const size_t *lens,
                            int64_t deadline, char *why, size_t why_len)
 {
+    if (t->lazy)
+        return lazy_addrs(t, blobs, lens, why, why_len);
     /* Descriptors: a main connection per peer, a bulk one to each peer if this rank has a bulk
      * stream, and one from each peer that has. Checked before the first connect, so that a job
      * too large for the limit fails here, naming it, not halfway through with EMFILE. */
@@ -1340,10 +1488,16 @@ static void tcp_close(struct lite_transport *t)
             if (c->fd < 0 || c->dead)
                 continue;
             struct lite_wire_hdr bye = {.type = LITE_WIRE_BYE};
-            if (c->role == ROLE_MAIN)
+            struct conn *sc = NULL;
+            if (is_main(c) && !send_conn(t, c->peer, 0, &sc) && sc == c) {
                 send_frame(t, c->peer, &bye, NULL, TX_DONE_NONE, NULL, true);
-            else
+            } else {
+                /* The other main connection (lazy mode) is counted with the main stream, as
+                 * the peer counts what it handles on both. */
+                if (is_main(c))
+                    t->routes[c->peer].sent[0]++;
                 enqueue_frame(t, c, &bye, NULL, TX_DONE_NONE, NULL, true);
+            }
             conn_flush(t, c);
             /* Half-close only with nothing queued; else the drain below ends it. */
             if (c->fd >= 0 && !c->txq)
@@ -1382,8 +1536,12 @@ static void tcp_close(struct lite_transport *t)
         close(t->listen_fd);
     if (t->epfd >= 0)
         close(t->epfd);
+    if (t->dialled)
+        LITE_DEBUG("tcp rank %d: opened %d connection(s) on first use", t->rank, t->dialled);
     free(t->conns);
     free(t->routes);
+    free(t->peer_addr);
+    free(t->peer_len);
     free(t);
 }
 

@@ -239,6 +239,16 @@ int lite_rdesc_parse(struct lite_ctx *ctx, const lite_rdesc_t *d, int peer,
     out->core_key = lite_get64(b + 32);
     for (uint32_t i = 0; i < out->nrails; i++)
         out->rkey[i] = lite_get64(b + 40 + 8 * i);
+    /* The checksum is no seal: bytes from elsewhere may carry any fields. Refuse what
+     * lite_mr_reg never registers, so backends get no region that wraps around or rights and
+     * kinds they do not know. */
+    if (out->addr > UINT64_MAX - out->len)
+        return lite_fail(ctx, -EINVAL, "remote descriptor's region wraps around the address space");
+    if (out->access & ~(unsigned)(LITE_ACCESS_REMOTE_WRITE | LITE_ACCESS_REMOTE_READ))
+        return lite_fail(ctx, -EINVAL, "remote descriptor with unknown access bits %#x",
+                         out->access);
+    if (out->kind != LITE_MEM_HOST && out->kind != LITE_MEM_CUDA)
+        return lite_fail(ctx, -EINVAL, "remote descriptor with unknown memory kind %d", out->kind);
     if (m) {
         memcpy(m->raw, b, LITE_RDESC_PARSED);
         m->info = *out;

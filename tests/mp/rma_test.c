@@ -482,7 +482,7 @@ static void flush_dereg(lite_ctx_t *ctx)
  * pages (a backend may coalesce those), the others are shuffled page by page.
  */
 #define FLOOD_OPS   8
-#define FLOOD_WAIT  20000
+#define FLOOD_WAIT  30000
 #define FLOOD_ROUND 2
 
 struct flood_class {
@@ -555,6 +555,13 @@ static void paged_flood(lite_ctx_t *ctx)
     uint32_t *sp = malloc(maxper * sizeof(*sp)), *dp = malloc(maxper * sizeof(*dp));
     lite_request_t **reqs = calloc(NFLOOD * FLOOD_OPS, sizeof(*reqs));
     CHECK(sp && dp && reqs, "oom");
+    if (me == 0) {
+        /* The target's key confirmed first (efa), so the flood is not held as parked ops (a
+         * record each: hundreds of MB for this many pages). */
+        lite_request_t *r;
+        CHECK_RC(ctx, lite_write(ctx, 1, src_mr, 0, &descs[1], 0, 64, &r));
+        CHECK_RC(ctx, lite_wait(ctx, r, 30000, NULL));
+    }
     for (int round = 0; round < FLOOD_ROUND; round++) {
         uint32_t imm0 = 0x8000 + (uint32_t)round * 0x100;
         if (me == 1)

@@ -195,6 +195,8 @@ static int efa_progress(struct lite_transport *t, int timeout_ms)
 
 static void efa_close(struct lite_transport *t);
 
+#define SHM_MAX_ENDPOINTS 256 /* libfabric shm's SMR_MAX_PEERS */
+
 /* Rails: distinct domains (NICs) when the provider lists several, else independent endpoints
  * on the first one. */
 static struct fi_info *rail_info(struct fi_info *list, uint32_t i)
@@ -279,6 +281,23 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
                   "%d-byte bootstrap blob; using %u",
                   EFA_LOG, t->rank, want, max, t->rail[0].name_len, LITE_TRANSPORT_ADDR_MAX, max);
         want = max;
+    }
+    /* libfabric's shm provider maps at most SMR_MAX_PEERS (256) peer regions, and a job's
+     * endpoints count together: measured, 256 ranks x 1 rail and 128 x 2 work, 256 x 2 fails
+     * with EIO on the first receives. So fewer rails past 128 ranks, and none past 256. */
+    if (!rc && t->pid_watch && (uint64_t)t->world * want > SHM_MAX_ENDPOINTS) {
+        if (t->world > SHM_MAX_ENDPOINTS) {
+            LITE_ERROR("%s rank %d: the shm provider connects at most %d endpoints, and this job "
+                       "has %d ranks on one host; use the tcp transport (or fewer ranks per host)",
+                       EFA_LOG, t->rank, SHM_MAX_ENDPOINTS, t->world);
+            rc = -ENOSPC;
+        } else {
+            uint32_t fit = SHM_MAX_ENDPOINTS / (uint32_t)t->world;
+            LITE_INFO("%s rank %d: %u rails asked for; %u fit the shm provider's %d endpoints at "
+                      "%d ranks",
+                      EFA_LOG, t->rank, want, fit, SHM_MAX_ENDPOINTS, t->world);
+            want = fit;
+        }
     }
     t->nrails = rc ? 0 : 1;
     for (uint32_t i = 1; !rc && i < want; i++) {

@@ -23,7 +23,7 @@ PACKAGES=(build-essential cmake pkg-config libjson-c-dev libcmocka-dev)
 #   mpirun: the same test binary launched by Open MPI.
 TEST_PACKAGES=(openmpi-bin libibverbs-dev libfabric-dev libfabric-bin
     qemu-system-x86 kmod cpio busybox-static libibverbs1 ibverbs-providers librdmacm1
-    ibverbs-utils rdmacm-utils iproute2 xz-utils binutils perftest)
+    ibverbs-utils rdmacm-utils iproute2 xz-utils binutils perftest clang libclang-rt-14-dev)
 
 install_missing() {
     local missing=()

@@ -266,6 +266,8 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
         t->imm_mode = IMM_MSG;
     /* shm signals its peers through shared memory, not through the CQ's file descriptor. */
     t->pid_watch = !strcmp(prov, "shm");
+    if (t->pid_watch)
+        lite_efa_shm_clean("/dev/shm");
     t->use_wait = !t->cfg.no_wait_fd && !t->pid_watch;
     t->sock_probe = lite_efa_sockaddr_format(info->addr_format);
 

@@ -59,6 +59,9 @@ int lite_efa_getinfo(const struct efa_cfg *cfg, const char *bind_host, struct fi
                      char *why, size_t why_len);
 /* Is this provider's address a socket address (tcp, sockets)? Then a connect() probes it. */
 bool lite_efa_sockaddr_format(uint32_t addr_format);
+/* Remove the shm provider's regions in dir (/dev/shm) of this user's processes that no longer
+ * exist (efa_shm.c). Returns how many. */
+int lite_efa_shm_clean(const char *dir);
 
 /* ---- contexts ---- */
 

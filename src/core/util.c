@@ -43,18 +43,22 @@ void lite_fmt(char *buf, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Far beyond any kernel's CPU numbers (NR_CPUS is at most 8192): a larger one is no cpulist,
+ * and a range up to LONG_MAX would overflow the count. */
+#define CPULIST_MAX (1L << 22)
+
 long lite_cpulist_count(const char *s)
 {
     long n = 0;
     while (*s && *s != '\n') {
         char *end;
         long a = strtol(s, &end, 10), b = a;
-        if (end == s || a < 0)
+        if (end == s || a < 0 || a > CPULIST_MAX)
             return 0;
         if (*end == '-') {
             s = end + 1;
             b = strtol(s, &end, 10);
-            if (end == s || b < a)
+            if (end == s || b < a || b > CPULIST_MAX)
                 return 0;
         }
         if (*end != ',' && *end != '\n' && *end)

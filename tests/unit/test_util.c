@@ -39,6 +39,10 @@ static void test_cpulist_invalid(void **state)
     assert_int_equal(lite_cpulist_count("0-"), 0);
     assert_int_equal(lite_cpulist_count("1;2"), 0);
     assert_int_equal(lite_cpulist_count("-1"), 0);
+    /* numbers no kernel has: the count of such ranges overflowed a long */
+    assert_int_equal(lite_cpulist_count("0-9223372036854775807"), 0);
+    assert_int_equal(lite_cpulist_count("0-4194304,0-4194305"), 0);
+    assert_int_equal(lite_cpulist_count("99999999999999999999"), 0);
 }
 
 /* A loopback port nobody listens on: bound, then closed (not listening). */

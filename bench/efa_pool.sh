@@ -5,13 +5,13 @@
 #   bench/efa_pool.sh run1.txt run2.txt ...
 #
 # One run of 8 rounds gives a median ratio whose noise on this host is about the size of the
-# margins of issue 5's targets (a row moves 0.05-0.10 between two runs of the same build), so a
+# margins of the targets (a row moves 0.05-0.10 between two runs of the same build), so a
 # single run can pass or miss by luck. This reads the per-round lines ("ROUND PROV TEST FABTESTS
 # LITETX") of every file given, and prints per row the median of all per-round ratios
 # liblitetx / fabtests, the median of the per-pair geometric means (pairs as in
 # run_efa_compare.sh: the order effect cancels within a pair), and a 95 % bootstrap interval of
 # that median (resampling whole pairs, 2000 times, fixed seed: the same files give the same
-# figures). Bandwidth rows meet issue 5's target when the interval lies at or above 0.90; the
+# figures). Bandwidth rows meet the target (docs/PERFORMANCE.md) when the interval lies at or above 0.90; the
 # latency row when it lies at or below 1.10.
 set -eu
 [ $# -ge 1 ] || { echo "usage: efa_pool.sh RUN_OUTPUT..." >&2; exit 2; }

@@ -1,16 +1,17 @@
 #!/bin/bash
-# run_coll_compare.sh - liblitetx collectives vs Open MPI (TCP BTL over loopback), interleaved
-# A B A B in the same session, as ../shared/peers/README.md asks (the machine is shared and noisy).
+# run_coll_compare.sh - liblitetx collectives vs Open MPI (TCP BTL over loopback) and Gloo,
+# interleaved A B A B within one run (the host is shared and noisy: docs/PERFORMANCE.md, Method).
 #
 #   bench/run_coll_compare.sh BUILD_DIR [RUNS] [NPS]      (default RUNS=5, NPS="2 4")
 #
-# Each run is one litetx_coll_bench and one mpi_coll (the peer program ../shared/peers/mpi_coll.c,
-# compiled into $TMPDIR, never into the repository), both "5 0.3": a run's figure is the median of
-# its 5 timed batches. 2 ranks are pinned one per core (--pin / --bind-to core); 4 ranks are
-# oversubscribed and unpinned (--oversubscribe --bind-to none), as in the peers' 05_mpi.sh.
+# Each run is one litetx_coll_bench and one mpi_coll (Open MPI's peer program mpi_coll.c, not part
+# of this repository: PEERS names the directory that holds it; it is compiled into $OUT), both
+# "5 0.3": a run's figure is the median of its 5 timed batches. 2 ranks are pinned one per core
+# (--pin / --bind-to core); 4 ranks are oversubscribed and unpinned (--oversubscribe
+# --bind-to none).
 # Extra liblitetx variants: LITE_VARIANTS="SPIN0" adds a run with LITETX_SPIN_US=0 per round.
-# Gloo column: GLOO_BENCH=path of Gloo's benchmark binary (default /tmp/gloo/build/gloo/benchmark/
-# benchmark; built outside the repository, see ../shared/peers/06_gloo.sh; GLOO_BENCH=none skips it).
+# Gloo column: GLOO_BENCH=path of Gloo's benchmark binary (built outside the repository, how:
+# docs/PERFORMANCE.md, Peer tools; GLOO_BENCH=none skips it).
 # Per round, after liblitetx and MPI: one process per rank (2 ranks: taskset -c r; 4: unpinned),
 # tcp on lo, file rendezvous in $OUT/gloo_store, --no-verify, --iteration-time 1s (3s at 64 MiB).
 # Its figure is Gloo's p50 per-op latency (not a median of batches); min/max in raw.log are Gloo's

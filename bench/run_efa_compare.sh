@@ -6,14 +6,14 @@
 #   bench/run_efa_compare.sh BUILD_DIR [ROUNDS] [PROVIDERS]     (default 8, "tcp shm")
 #
 # FABTESTS_BIN: directory with fi_rma_bw and fi_rdm_pingpong (fabtests from libfabric v1.17.0,
-# built outside the repository; default /tmp/lf/install/bin). Required: this script compares.
+# built outside the repository: docs/PERFORMANCE.md, Peer tools). Required: this script compares.
 #
 # Method (the host is shared and noisy, see docs/EFA.md "Performance"):
 #   - before every single run, wait (up to QUIET_WAIT s, default 30) until both CPUs were less
 #     than 15 % busy over one second;
 #   - odd rounds run fabtests first, even rounds liblitetx first, and ROUNDS is rounded up to an
 #     even number. Whichever program runs first after the gate is often faster (shm 16 MiB: the
-#     first one won 7 rounds of 8 in the eighth session), so with an odd number of rounds the
+#     first one won 7 rounds of 8 in one run), so with an odd number of rounds the
 #     median ratio leans towards the program that went first more often;
 #   - pinned like the peers' runs: the passive side (fabtests server; liblitetx rank 1 = write
 #     target / ping-pong responder) on CPU 0, the active side on CPU 1.
@@ -21,7 +21,7 @@
 # 20000 round trips for latency. Bandwidth in MB/s (decimal); latency is one-way us over the whole
 # run (fi_rdm_pingpong's figure; litetx_bench's ow_run column, no clock read inside the loop).
 # Output: per-round lines on stderr, then a table: medians, and the ratio liblitetx / fabtests
-# (issue 5's targets: >= 0.9 for bandwidth, <= 1.1 for latency) as the median of the per-round
+# (the targets: >= 0.9 for bandwidth, <= 1.1 for latency) as the median of the per-round
 # ratios, with the median of the per-pair geometric means (a pair = a round where fabtests went
 # first and the next, where liblitetx did) beside it.
 # Save whole outputs (`> runN.txt 2>&1`): bench/efa_pool.sh pools the rounds of several runs.

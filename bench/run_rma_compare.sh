@@ -1,13 +1,13 @@
 #!/bin/bash
 # run_rma_compare.sh - one-sided write_imm bandwidth of liblitetx's TCP transport side by side
 # with fabtests' `fi_rma_bw -o writedata -p "tcp;ofi_rxm"` on loopback, plus the paged KV shape
-# (bench_rma -P PAGE) against plain writes of the same size; interleaved, as
-# ../shared/peers/README.md asks (the machine is shared and noisy).
+# (bench_rma -P PAGE) against plain writes of the same size; interleaved (the host is shared
+# and noisy: docs/PERFORMANCE.md, Method).
 #
 #   bench/run_rma_compare.sh BUILD_DIR [ROUNDS] [SIZES] [PAGE]   (default 6, "1M 16M", 16K)
 #
 # FABTESTS_BIN: directory with fi_rma_bw (fabtests from libfabric v1.17.0, built outside the
-# repository; default /tmp/lf/install/bin); without it only liblitetx runs.
+# repository: docs/PERFORMANCE.md, Peer tools); without it only liblitetx runs.
 # Each round runs, per size: fi_rma_bw (server pinned to CPU 0, client to CPU 1), bench_rma
 # (write target = rank 1 on CPU 0, initiator = rank 0 on CPU 1), bench_rma -P PAGE; odd rounds
 # start with fabtests, even rounds with liblitetx; ROUNDS is rounded up to an even number, since

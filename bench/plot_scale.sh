@@ -21,7 +21,7 @@ for v in $variants; do
     rss+="'$tmp/$v.dat' using 1:4 with linespoints dashtype 2 title '$v at end',"
 done
 gnuplot <<GP
-set terminal pngcairo size 1100,450 font ",10"
+set terminal pngcairo noenhanced size 1100,450 font ",10"
 set output '$out'
 set multiplot layout 1,2
 set grid

@@ -41,6 +41,7 @@ cd "$BUILD"
 "$TOOLS/rxe-vm-run.sh" --image "$IMAGE" --share "$BUILD" --mem 2048 \
     --timeout "${RDMA_VM_TIMEOUT:-540}" --log "$LOG" ${FILES[@]+"${FILES[@]}"} \
     --env "RDMA_SUITE_QUICK=${RDMA_SUITE_QUICK:-0}" --env "RDMA_SUITE_ONLY=${RDMA_SUITE_ONLY:-}" \
+    --env "RDMA_SCALE_NS=${RDMA_SCALE_NS:-4,8,16}" \
     --env "RDMA_SUITE_NO_PERF=${RDMA_SUITE_NO_PERF:-}" \
     --env "ASAN_OPTIONS=${ASAN_OPTIONS:-}" --env "UBSAN_OPTIONS=${UBSAN_OPTIONS:-}" \
     --env "RDMA_PERF_ROUNDS=${RDMA_PERF_ROUNDS:-$([ "${RDMA_SUITE_ONLY:-}" = perf ] && echo 5 || echo 1)}" \

@@ -5,7 +5,8 @@
 #
 # Prints one "RDMA-TEST <name> PASS|FAIL|SKIP <seconds>s [why]" line per case, the perf lines,
 # and "rdma vm suite: N passed, N failed, N skipped". Logs go to tests/rdma/vm-results/.
-# Exit status: 0 when nothing failed. RDMA_SUITE_ONLY=perf runs only the perf comparison;
+# Exit status: 0 when nothing failed. RDMA_SUITE_ONLY=perf runs only the perf comparison,
+# RDMA_SUITE_ONLY=scale only scale_test at RDMA_SCALE_NS ranks (default "4,8,16");
 # RDMA_SUITE_QUICK=1 leaves out the slowest cases; RDMA_PERF_ROUNDS / RDMA_PERF_*_ITERS size
 # the comparison.
 B=$(cd "$(dirname "$0")/../.." && pwd)
@@ -144,6 +145,17 @@ if [ "${RDMA_SUITE_ONLY:-}" = perf ]; then # only the perf comparison (for docs/
     exit
 fi
 
+if [ "${RDMA_SUITE_ONLY:-}" = scale ]; then # init time and memory against N (docs/RDMA.md)
+    for n in $(echo "${RDMA_SCALE_NS:-4,8,16}" | tr , " "); do
+        t scale.np$n "$n" 600 -- "$MP/scale_test" quick
+        grep '^scale:' "$OUT/scale.np$n.log" | sed 's/^/RDMA-SCALE /'
+        grep '^MemAvailable' /proc/meminfo | sed 's/^/RDMA-SCALE after the job: /'
+    done
+    echo "rdma vm suite: $pass passed, $fail failed, $skip skipped"
+    [ $fail -eq 0 ]
+    exit
+fi
+
 # ---- the project's multi-process suite over rdma (rail: rxe0) ----
 t p2p.np2 2 120 -- "$MP/p2p_test"
 t p2p.np3 3 150 -- "$MP/p2p_test"
@@ -167,6 +179,9 @@ if [ -x "$MP/coll_test" ]; then
     t coll.abandon.np2 2 120 -- "$MP/coll_test" abandon
     [ "$QUICK" = 1 ] || t coll.big.np2 2 300 -- "$MP/coll_test" big
     [ "$QUICK" = 1 ] || t coll.stress.np3 3 200 -- "$MP/coll_test" stress
+    # Many ranks in the VM's 2 GiB: each pair registers ~6 MiB of receive slots per side, so 8
+    # ranks hold ~340 MiB in all (docs/RDMA.md, Limits).
+    [ "$QUICK" = 1 ] || t scale.np8 8 240 -- "$MP/scale_test" quick
 else
     skip=$((skip + 1)); echo "RDMA-TEST coll SKIP 0s (tests/mp/coll_test not built)"
 fi

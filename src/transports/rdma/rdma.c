@@ -347,9 +347,20 @@ static int rdma_open(const struct lite_transport_params *p, struct lite_transpor
                                    sizeof(p->rndv_threshold);
     t->credits = has_flow ? p->credits : 64;
     uint32_t rndv = has_flow ? (uint32_t)p->rndv_threshold : 65536;
-    t->slot_payload = lite_rdma_env_u32(
-        "LITETX_RDMA_SLOT", rndv < RDMA_MAX_SLOT ? rndv : RDMA_MAX_SLOT, 256, 16u << 20);
     t->tx_depth = lite_rdma_env_u32("LITETX_RDMA_TX_DEPTH", RDMA_TX_DEPTH, 4, 4096);
+    /* Each peer gets (receive depth + send depth) registered slots: 64 KiB slots are ~6 MiB
+     * per peer, which a job of a few dozen ranks per host cannot pay (a 2 GiB VM holds 16
+     * ranks). Past RDMA_SLOT_BUDGET in all, slots shrink (down to RDMA_MIN_SLOT); a message
+     * larger than a slot goes in pieces (FIRST + CONT frames) as before. */
+    uint32_t slot = rndv < RDMA_MAX_SLOT ? rndv : RDMA_MAX_SLOT;
+    uint64_t per_peer_slots = (uint64_t)lite_rdma_recv_depth(t->credits) + t->tx_depth;
+    if (t->world > 1) {
+        uint64_t fit = RDMA_SLOT_BUDGET / ((uint64_t)(t->world - 1) * per_peer_slots);
+        fit = fit > LITE_RDMA_FIRST_HDR ? (fit - LITE_RDMA_FIRST_HDR) & ~63ull : 0;
+        if (fit < slot)
+            slot = fit > RDMA_MIN_SLOT ? (uint32_t)fit : RDMA_MIN_SLOT;
+    }
+    t->slot_payload = lite_rdma_env_u32("LITETX_RDMA_SLOT", slot, 256, 16u << 20);
     t->sq_depth = lite_rdma_env_u32("LITETX_RDMA_SQ_DEPTH", RDMA_SQ_DEPTH, 8, 16384);
     t->imm_depth = lite_rdma_env_u32("LITETX_RDMA_IMM_DEPTH", RDMA_IMM_DEPTH, 4, 16384);
     t->stripe_min = lite_rdma_env_u32("LITETX_RDMA_STRIPE_MIN", RDMA_STRIPE_MIN, 4096, 1u << 30);

@@ -24,13 +24,15 @@
 #include "transports/rdma/rdma_logic.h"
 
 /* ---- tunables (environment; docs/RDMA.md) ---- */
-#define RDMA_TX_DEPTH    32           /* LITETX_RDMA_TX_DEPTH: SENDs in flight per peer */
-#define RDMA_SQ_DEPTH    128          /* LITETX_RDMA_SQ_DEPTH: one-sided WRs in flight per rail */
-#define RDMA_IMM_DEPTH   128          /* LITETX_RDMA_IMM_DEPTH: immediates in flight per rail */
-#define RDMA_STRIPE_MIN  (256u << 10) /* LITETX_RDMA_STRIPE_MIN: smallest stripe per rail */
-#define RDMA_MAX_SLOT    (64u << 10)  /* largest default receive slot payload */
-#define RDMA_POST_BUDGET (256u << 10) /* LITETX_RDMA_POST_BUDGET */
-#define RDMA_INLINE      128          /* inline data requested per WR */
+#define RDMA_TX_DEPTH    32            /* LITETX_RDMA_TX_DEPTH: SENDs in flight per peer */
+#define RDMA_SQ_DEPTH    128           /* LITETX_RDMA_SQ_DEPTH: one-sided WRs in flight per rail */
+#define RDMA_IMM_DEPTH   128           /* LITETX_RDMA_IMM_DEPTH: immediates in flight per rail */
+#define RDMA_STRIPE_MIN  (256u << 10)  /* LITETX_RDMA_STRIPE_MIN: smallest stripe per rail */
+#define RDMA_MAX_SLOT    (64u << 10)   /* largest default receive slot payload */
+#define RDMA_MIN_SLOT    1024          /* smallest default slot payload, however many peers */
+#define RDMA_SLOT_BUDGET (64ull << 20) /* default slot memory per rank, all peers together */
+#define RDMA_POST_BUDGET (256u << 10)  /* LITETX_RDMA_POST_BUDGET */
+#define RDMA_INLINE      128           /* inline data requested per WR */
 #define RDMA_MAX_RD_ATOM 16
 #define RDMA_CLOSE_MS    5000
 

@@ -45,11 +45,12 @@ for t in "${targets[@]}"; do
     fi
     log="$scratch/$t.log"
     # One process, one input at a time (the host is shared); leaks are errors; a single input
-    # that runs 10 s is a hang. The checked-in seeds run first, as regression inputs.
+    # that runs 10 s is a hang. The checked-in seeds run first, as regression inputs. A failure
+    # exits 1, not libFuzzer's 77, which test drivers read as "skipped".
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         "$bin" "$corpus" -max_total_time="$secs" -print_final_stats=1 -timeout=10 \
-        -rss_limit_mb=2048 -artifact_prefix="$scratch/art-$t/" >"$log" 2>&1
+        -rss_limit_mb=2048 -error_exitcode=1 -artifact_prefix="$scratch/art-$t/" >"$log" 2>&1
     rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)

@@ -20,6 +20,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -298,6 +299,9 @@ struct efa_peer {
     int probe_fd;
     int pidfd;
     uint32_t pid;
+    /* shm: set by the watcher thread when the process exited (efa_peer.c); read without a lock */
+    atomic_bool gone;
+    void *region[LITE_MAX_RAILS]; /* shm: the first page of each rail's region, for its lock */
     struct sockaddr_storage sa;
     socklen_t salen;
 };
@@ -390,8 +394,10 @@ struct lite_transport {
     /* Extra rail-0 reads a polling progress call makes before it returns empty (see
      * efa_progress): set from the cost of an empty read, timed by the first calls (spin_tries). */
     int spin_polls;
-    int spin_tries;       /* timings left to take; 0: spin_polls is set */
-    int64_t spin_read_ns; /* least cost of an empty read seen while timing */
+    int spin_tries;          /* timings left to take; 0: spin_polls is set */
+    int64_t spin_read_ns;    /* least cost of an empty read seen while timing */
+    struct efa_watch *watch; /* shm: the thread that watches the peers' processes (efa_peer.c) */
+    bool watch_tried;        /* watch_start ran (the thread may have failed to start) */
 };
 
 /* The clock of liveness bookkeeping (ticks, keepalives, stuck posts: all in milliseconds):
@@ -504,5 +510,14 @@ int lite_efa_peer_fail_deferred(struct lite_transport *t);
 void lite_efa_peer_stuck(struct lite_transport *t, int peer, bool stuck);
 /* Keepalives, probes and pid watching; run every few milliseconds from progress. */
 void lite_efa_peer_tick(struct lite_transport *t);
+/* Before a post: true when the watcher saw the peer's process exit (shm). Its failure is then
+ * due (the next progress reports it) and nothing may be posted to it: the dead process may hold
+ * the lock of its region that the provider's post would spin on. */
+bool lite_efa_peer_gone_slow(struct lite_transport *t, int peer);
+static inline bool lite_efa_peer_gone(struct lite_transport *t, int peer)
+{
+    return atomic_load_explicit(&t->peers[peer].gone, memory_order_relaxed) &&
+           lite_efa_peer_gone_slow(t, peer);
+}
 
 #endif /* LITE_EFA_H */

@@ -237,7 +237,7 @@ static int flush_peer(struct lite_transport *t, int peer)
 {
     struct efa_peer *p = &t->peers[peer];
     int posted = 0;
-    while (p->txq && !p->dead) {
+    while (p->txq && !p->dead && !lite_efa_peer_gone(t, peer)) {
         struct efa_tx *x = p->txq;
         p->txq = x->next;
         if (!p->txq)
@@ -325,12 +325,13 @@ static bool direct_inject(struct lite_transport *t, int peer, const struct lite_
 
 /* 0 when messages may be posted to `peer`. Not connected (init failed before connect_all)
  * counts as lost, as on TCP. */
-static inline int can_send(const struct lite_transport *t, int peer)
+static inline int can_send(struct lite_transport *t, int peer)
 {
     if (peer < 0 || peer >= t->world || peer == t->rank)
         return -EINVAL;
     const struct efa_peer *p = &t->peers[peer];
-    if (p->dead || p->lost || t->rail[0].addr[peer] == FI_ADDR_NOTAVAIL)
+    if (p->dead || p->lost || t->rail[0].addr[peer] == FI_ADDR_NOTAVAIL ||
+        lite_efa_peer_gone(t, peer))
         return -LITE_ERR_PEER_LOST;
     return 0;
 }
@@ -398,7 +399,7 @@ int lite_efa_ctl_send(struct lite_transport *t, int peer, uint8_t type, uint64_t
                       const void *payload, size_t len)
 {
     struct efa_peer *p = &t->peers[peer];
-    if (p->dead || t->rail[0].addr[peer] == FI_ADDR_NOTAVAIL)
+    if (p->dead || t->rail[0].addr[peer] == FI_ADDR_NOTAVAIL || lite_efa_peer_gone(t, peer))
         return -LITE_ERR_PEER_LOST;
     if (len > t->cfg.eager_max)
         return -EINVAL;
@@ -426,7 +427,7 @@ void lite_efa_ctl_must(struct lite_transport *t, int peer, uint8_t type, uint64_
                        const void *payload, size_t len)
 {
     int rc = lite_efa_ctl_send(t, peer, type, tag, payload, len);
-    if (rc && !t->peers[peer].dead) {
+    if (rc && !t->peers[peer].dead && !t->peers[peer].fail_code) {
         char why[128];
         lite_fmt(why, sizeof(why), "control message (type %u) to rank %d could not be sent: %s",
                  type, peer, lite_strerror(rc));

@@ -598,7 +598,8 @@ int lite_efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, voi
     if (r->kind != LITE_RMA_WRITE && r->kind != LITE_RMA_READ)
         return -EINVAL;
     struct efa_peer *p = &t->peers[r->peer];
-    if (p->dead || p->lost || t->rail[0].addr[r->peer] == FI_ADDR_NOTAVAIL)
+    if (p->dead || p->lost || t->rail[0].addr[r->peer] == FI_ADDR_NOTAVAIL ||
+        lite_efa_peer_gone(t, r->peer))
         return -LITE_ERR_PEER_LOST;
     if (r->more || t->batch_open) {
         int rc = batch_add(t, r, op);

@@ -106,7 +106,8 @@ enum lite_log_level {
  *   1. this struct (a field the caller set),
  *   2. the LITETX_* environment variables (LITETX_RANK, LITETX_WORLD_SIZE, LITETX_ROOT,
  *      LITETX_TRANSPORT, LITETX_LOG_LEVEL, LITETX_INIT_TIMEOUT_MS, LITETX_OP_TIMEOUT_MS,
- *      LITETX_CREDITS, LITETX_RNDV_THRESHOLD),
+ *      LITETX_CREDITS, LITETX_RNDV_THRESHOLD, LITETX_SECURITY, LITETX_SECURITY_CERT,
+ *      LITETX_SECURITY_KEY, LITETX_SECURITY_CA, LITETX_SECURITY_PSK),
  *   3. the variables launchers set, innermost first: Open MPI (OMPI_COMM_WORLD_RANK/SIZE),
  *      torchrun (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), Slurm (SLURM_PROCID/SLURM_NTASKS),
  *   4. the JSON file named by config_file or LITETX_CONFIG,
@@ -128,6 +129,14 @@ typedef struct lite_config {
     /* Added after the first layout; a caller built against a shorter struct gets them unset. */
     int credits;        /* eager messages a peer may have outstanding here; -1 = unset (64) */
     int rndv_threshold; /* messages of this many bytes or more use rendezvous; -1 = unset */
+    /* Security, for every connection of the context (docs/CONFIG.md, "Security"); NULL = unset.
+     * Transport-neutral: a transport that cannot encrypt refuses to start when it is on.
+     * "{rank}" in a path stands for this rank (one setting for every rank of a job). */
+    const char *security;      /* "off" (default), "ca" or "psk" */
+    const char *security_cert; /* ca: this rank's certificate (PEM), naming litetx-rank-<rank> */
+    const char *security_key;  /* ca: its private key (PEM) */
+    const char *security_ca;   /* ca: the CA certificate(s) (PEM) every rank's must chain to */
+    const char *security_psk;  /* psk: a file holding the job's pre-shared key in hex */
 } lite_config_t;
 
 /* Pass as a timeout to use the context's op_timeout_ms. */

@@ -6,22 +6,45 @@
  * A backend moves bytes and reports completions; the core owns every semantic promise (tag
  * matching, ordering, credits, ImmCounter, determinism, error reporting). A backend fills a
  * `struct lite_transport_ops`, lists it in the ordered table of src/core/registry.c, and leaves
- * any op it lacks NULL: the core replaces NULL ops with stubs that return -ENOSYS and reports
- * "operation X is not supported by transport Y" to the caller. Ops marked optional stay NULL:
- * the core then takes another way (msg_inject: msg_send).
+ * any op it lacks NULL. docs/BACKENDS.md walks through writing one (the loop backend).
+ *
+ * REQUIRED AND OPTIONAL OPS
+ *   Required: open, close, addr_get, connect_all, msg_send, progress. Everything else is
+ *   optional, and the core takes another way when it is NULL:
+ *   - mr_reg, mr_dereg, rma_post (or no LITE_CAP_WRITE): the core carries every one-sided op
+ *     (write, write with immediate, read, paged and scatter batches) as control messages
+ *     through msg_send, checks them at the target against the live registration, and runs
+ *     the rendezvous of large messages over that emulation (src/core/rma_emu.c). Without
+ *     LITE_CAP_WRITE_IMM or LITE_CAP_READ, just those ops are emulated.
+ *   - msg_inject: msg_send.
+ *   - probe: the backend is always usable.
+ *   Ops that stay NULL otherwise are replaced with stubs returning -ENOSYS, and the caller gets
+ *   "operation X is not supported by transport Y".
  *
  * THREADING AND PROGRESS
  *   Every op is called from the thread that owns the context; ops never block except `connect`
- *   (bounded by its deadline) and `progress` (bounded by its timeout). Incoming messages and
- *   failures are reported only from inside `progress`; send_done may also be called from inside
- *   `msg_send` when the bytes left at once. All go through `struct lite_core_upcalls`. A post
- *   that fails inside `msg_send` or `rma_post` after the op was accepted keeps the op listed and
- *   fails the peer at the next `progress` (the core may still be building the op's state when
- *   the post returns: tcp.c conn.broken, rdma.c fail_deferred, efa_peer.c fail_code).
+ *   (bounded by its deadline) and `progress` (bounded by its timeout). Several contexts (and so
+ *   several instances of a backend) may live in one process, each driven by its own thread: a
+ *   backend keeps its state in its instance, and whatever it shares process-wide it locks.
+ *   Incoming messages are reported only from inside `progress`; send_done may also be called
+ *   from inside `msg_send` or `rma_post` when the op is over at once. All go through
+ *   `struct lite_core_upcalls`. While the application waits in the library, the core calls
+ *   progress back to back: polls (timeout 0), then calls that may sleep up to 100 ms, from which
+ *   the backend must return early when something arrives. Between the application's calls into
+ *   the library there may be any gap: a backend whose peers need answers sooner (keepalives)
+ *   runs its own thread for them and reports through progress.
+ *
+ * FAILURES
+ *   peer_failed may be reported from inside any op: progress, msg_send, rma_post, mr_dereg. The
+ *   core never acts on it at once (it may be half-way through building the op's state): it
+ *   notes the failure and handles it when the backend's progress call returns, or at the next
+ *   progress when it was reported outside progress. A backend needs no deferral of its own. An
+ *   op that was accepted (returned 0) still ends with send_done, with an error.
  *
  * ORDER
  *   Messages posted with `msg_send` to one peer must be delivered to the core (recv_begin or
- *   recv_msg) in posting order. That is the only ordering a backend promises.
+ *   recv_msg) in posting order, on all channels together. That is the only ordering a backend
+ *   promises; the core's emulated one-sided ops rely on it.
  */
 #ifndef LITETX_TRANSPORT_H
 #define LITETX_TRANSPORT_H
@@ -40,14 +63,15 @@ extern "C" {
 
 /* Capability bits a backend declares; the core branches on these, never on a backend's name. */
 enum lite_transport_cap {
-    LITE_CAP_WRITE = 1u << 0,        /* one-sided write */
-    LITE_CAP_WRITE_IMM = 1u << 1,    /* one-sided write with a 32-bit immediate */
-    LITE_CAP_READ = 1u << 2,         /* one-sided read */
-    LITE_CAP_TAGGED = 1u << 3,       /* native tagged messaging (the core may skip its matching) */
-    LITE_CAP_DEVICE_MEM = 1u << 4,   /* GPU memory can be registered and moved */
-    LITE_CAP_ENCRYPTED = 1u << 5,    /* traffic is encrypted and peers authenticated */
-    LITE_CAP_MULTI_RAIL = 1u << 6,   /* several NICs/rails per process */
-    LITE_CAP_EMULATED_RMA = 1u << 7, /* one-sided ops are emulated over a byte stream */
+    LITE_CAP_WRITE = 1u << 0,      /* one-sided write */
+    LITE_CAP_WRITE_IMM = 1u << 1,  /* one-sided write with a 32-bit immediate */
+    LITE_CAP_READ = 1u << 2,       /* one-sided read */
+    LITE_CAP_TAGGED = 1u << 3,     /* native tagged messaging (the core may skip its matching) */
+    LITE_CAP_DEVICE_MEM = 1u << 4, /* GPU memory can be registered and moved */
+    LITE_CAP_ENCRYPTED = 1u << 5,  /* can encrypt and authenticate (lite_security) */
+    LITE_CAP_MULTI_RAIL = 1u << 6, /* several NICs/rails per process */
+    LITE_CAP_EMULATED_RMA =
+        1u << 7, /* one-sided ops are emulated (over a stream, or by the core) */
     /* A message posted to a peer after a write to it is delivered only once the write's data is
      * in place there (one ordered stream per peer). The rendezvous then sends its FIN right
      * behind the write instead of a round trip later. */
@@ -138,12 +162,14 @@ struct lite_tp_rma {
 struct lite_core;      /* the core's side of a backend instance (opaque to backends) */
 struct lite_transport; /* a backend instance (opaque to the core) */
 
-/* How a backend reports to the core; every upcall is made from inside `progress`. */
+/* How a backend reports to the core: from inside `progress`, except send_done and peer_failed,
+ * which may also come from inside the op that posted (see FAILURES above). */
 struct lite_core_upcalls {
     size_t size;
     /*
-     * A message header arrived from `peer`. The core returns in *dst where the backend must place
-     * exactly hdr->len payload bytes and an opaque *token for recv_end. *dst == NULL with
+     * A message header arrived from `peer` (*hdr need live only during the call). The core
+     * returns in *dst where the backend must place exactly hdr->len payload bytes and an opaque
+     * *token for recv_end; the bytes may be placed in pieces, as they come. *dst == NULL with
      * hdr->len > 0 means "read and discard the payload" (e.g. a receive that was too short).
      * A negative return means the message is refused: the backend drops the connection to that
      * peer and reports peer_failed.
@@ -162,14 +188,16 @@ struct lite_core_upcalls {
                     const void *payload);
     /* A msg_send finished: 0 when the buffer may be reused, or a negative code. */
     void (*send_done)(struct lite_core *core, void *op, int status);
-    /* A peer is unusable from now on (connection lost, protocol error, ...). `why` is a short
-     * human-readable cause; status is -ESHUTDOWN when the peer closed in order (it finalized),
-     * -LITE_ERR_PEER_LOST when it vanished, or the code of what went wrong. Called at most once per
-     * peer; every msg_send and rma_post still outstanding to that peer is completed with an error
-     * through send_done. */
+    /* A peer is unusable from now on (connection lost, protocol error, ...). Deferred by the
+     * core until progress returns (FAILURES above). `why` is a short human-readable cause; status
+     * is -ESHUTDOWN when the peer closed in order (it finalized), -LITE_ERR_PEER_LOST when it
+     * vanished, or the code of what went wrong. Called at most once per peer; every msg_send and
+     * rma_post still outstanding to that peer is completed with an error through send_done. */
     void (*peer_failed)(struct lite_core *core, int peer, int status, const char *why);
 
     /*
+     * For backends that emulate one-sided ops themselves (tcp); a backend without rma_post
+     * leaves that to the core and never calls these.
      * Emulated one-sided ops, target side: `peer` wants to write (or read) `len` bytes at
      * `offset` of the region with `core_key`. The core checks key, bounds and access rights and
      * returns the address in *addr, or a negative code (-LITE_ERR_REMOTE family: the backend
@@ -181,6 +209,24 @@ struct lite_core_upcalls {
     void (*rma_target_done)(struct lite_core *core, void *token);
     /* A write with immediate from `peer` is in place at this rank (native or emulated). */
     void (*imm_arrived)(struct lite_core *core, int peer, uint32_t imm);
+};
+
+/* Security modes (lite_config_t.security). */
+enum lite_sec_mode { LITE_SEC_OFF = 0, LITE_SEC_CA = 1, LITE_SEC_PSK = 2 };
+
+#define LITE_SEC_PATH_MAX 1024
+#define LITE_SEC_PSK_MAX  64
+/* Certificates name their rank as "litetx-rank-<rank>" (subject CN or a DNS SAN). */
+#define LITE_SEC_RANK_PREFIX "litetx-rank-"
+
+/* What the core resolved and checked (files exist, parse, key matches, dates, chain). */
+struct lite_security {
+    int mode;                      /* enum lite_sec_mode */
+    char cert[LITE_SEC_PATH_MAX];  /* ca: this rank's certificate chain (PEM) */
+    char key[LITE_SEC_PATH_MAX];   /* ca: its private key (PEM) */
+    char ca[LITE_SEC_PATH_MAX];    /* ca: the trusted CA certificate(s) (PEM) */
+    uint8_t psk[LITE_SEC_PSK_MAX]; /* psk: the job's key */
+    size_t psk_len;
 };
 
 /* What `open` receives. */
@@ -200,6 +246,11 @@ struct lite_transport_params {
     /* This host runs more ranks than it gives the job CPUs (or LITETX_YIELD=1): ranks take
      * turns on the CPUs rather than run at the same time. */
     bool crowded;
+    /* The context's security, checked by the core at lite_init (never NULL when the struct is
+     * this long). With mode != LITE_SEC_OFF the core opens only a backend with
+     * LITE_CAP_ENCRYPTED, which must then encrypt and mutually authenticate every connection
+     * and bind each peer's claimed rank to its credentials. */
+    const struct lite_security *security;
 };
 
 struct lite_transport_ops {
@@ -220,15 +271,23 @@ struct lite_transport_ops {
     /*
      * Connect to every peer given all ranks' blobs (blobs[rank], lens[rank]; this rank's own entry
      * included). Blocks until all pairs are connected or `deadline_ns` (CLOCK_MONOTONIC) passes:
-     * -ETIMEDOUT, with the unreachable ranks named in why[why_len].
+     * -ETIMEDOUT, with the unreachable ranks named in why[why_len]. A backend may instead
+     * connect a pair lazily, on its first message (tcp beyond 64 ranks): it must then accept
+     * msg_send to any peer at once and queue until the pair is up. Blobs come off the network:
+     * check them before use.
      */
     int (*connect_all)(struct lite_transport *tp, const void *const *blobs, const size_t *lens,
                        int64_t deadline_ns, char *why, size_t why_len);
 
     /*
      * Post a message to `peer` (never this rank: the core loops self-sends back itself). Returns
-     * 0 (send_done(op, ...) will follow) or a negative code (no send_done follows). The payload
-     * must stay untouched until send_done.
+     * 0 (send_done(op, ...) will follow, possibly from inside this call) or a negative code (no
+     * send_done follows). Never -EAGAIN: a backend that cannot send now queues the message
+     * (the core bounds what is outstanding with its credits); a negative return is a failure
+     * of the message, usually of the peer. *hdr is valid only during the call (copy what must
+     * outlive it); the payload must stay untouched until send_done. A control message
+     * (LITE_CHAN_CTRL) takes no credit and may be of any length: an emulated one-sided op's
+     * data is one such message.
      */
     int (*msg_send)(struct lite_transport *tp, int peer, const struct lite_msg_hdr *hdr,
                     const void *payload, void *op);
@@ -239,7 +298,8 @@ struct lite_transport_ops {
      * core's waits poll back to back (efa reads its CQ again where that read is cheap). */
     int (*progress)(struct lite_transport *tp, int timeout_ms);
 
-    /* Register a region for one-sided ops (both as a local source/sink and as a remote target). */
+    /* Optional (with rma_post and mr_dereg). Register a region for one-sided ops (both as a local
+     * source/sink and as a remote target). Not called when the core emulates one-sided ops. */
     int (*mr_reg)(struct lite_transport *tp, const struct lite_tp_mr *mr,
                   struct lite_tp_mr_keys *keys);
     /* Withdraw a registration: 0 once no peer's op can reach the region any more. A backend
@@ -250,10 +310,13 @@ struct lite_transport_ops {
     int (*mr_dereg)(struct lite_transport *tp, void *handle);
 
     /*
-     * Post a one-sided op. Returns 0 (send_done(op, status) follows once the op is complete:
-     * for a write, the data is in place at the target and its immediate counted; for a read,
-     * the data is in place here) or a negative code (nothing follows). A target that refuses
-     * the op (bad key, out of bounds, no access) completes it with the target's code.
+     * Optional (NULL: the core emulates one-sided ops over msg_send). Post a one-sided op. Only
+     * kinds the capability bits declare are posted (no READ without LITE_CAP_READ, no immediate
+     * without LITE_CAP_WRITE_IMM: the core emulates those). Returns 0 (send_done(op, status)
+     * follows once the op is complete: for a write, the data is in place at the target and its
+     * immediate counted; for a read, the data is in place here) or a negative code (nothing
+     * follows). A target that refuses the op (bad key, out of bounds, no access) completes it with
+     * the target's code.
      */
     int (*rma_post)(struct lite_transport *tp, const struct lite_tp_rma *rma, void *op);
 

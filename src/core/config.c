@@ -30,6 +30,7 @@
 #include <json-c/json.h>
 
 #include "lite_int.h"
+#include "security.h"
 
 #define LITE_WORLD_MAX       65536
 #define LITE_CONFIG_FILE_MAX (1024 * 1024)
@@ -237,6 +238,32 @@ static const char *show(const char *s, char *buf, size_t len)
 
 #define SHOW_MAX 48
 
+static int parse_sec_mode(const char *s, int *mode)
+{
+    static const char *const names[] = {"off", "ca", "psk"};
+    for (int i = 0; i < 3; i++) {
+        if (ascii_case_equal(s, names[i])) {
+            *mode = i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+/* The security file keys, in enum LITE_SEC_F_* order: names in the JSON file and the struct. */
+static const char *const sec_keys[LITE_SEC_NF] = {"security_cert", "security_key", "security_ca",
+                                                  "security_psk"};
+static const char *const sec_envs[LITE_SEC_NF] = {"LITETX_SECURITY_CERT", "LITETX_SECURITY_KEY",
+                                                  "LITETX_SECURITY_CA", "LITETX_SECURITY_PSK"};
+
+static int sec_key(const char *key)
+{
+    for (int i = 0; i < LITE_SEC_NF; i++)
+        if (strcmp(key, sec_keys[i]) == 0)
+            return i;
+    return -1;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Resolution state
  * ------------------------------------------------------------------------------------------- */
@@ -249,6 +276,9 @@ struct file_vals {
     char root_host[LITE_HOST_MAX];
     uint16_t root_port;
     char transport[LITE_NAME_MAX];
+    bool has_sec, has_sec_path[LITE_SEC_NF];
+    int sec_mode;
+    char sec_path[LITE_SEC_NF][LITE_SEC_PATH_MAX];
 };
 
 struct resolver {
@@ -576,6 +606,21 @@ static int file_key(struct resolver *r, const char *key, struct json_object *v)
             rc = check_transport(r, src, s, f->transport);
         }
         f->has_transport = rc == 0;
+    } else if (strcmp(key, "security") == 0) {
+        rc = file_string(r, key, v, &s);
+        if (rc == 0 && parse_sec_mode(s, &f->sec_mode) != 0)
+            rc = FAIL(r, "%s: key \"security\" = \"%s\": must be off, ca or psk", r->file_desc,
+                      show(s, sb, sizeof(sb)));
+        f->has_sec = rc == 0;
+    } else if (sec_key(key) >= 0) {
+        int k = sec_key(key);
+        rc = file_string(r, key, v, &s);
+        if (rc == 0 && strlen(s) >= LITE_SEC_PATH_MAX)
+            rc = FAIL(r, "%s: key \"%s\": path longer than %d bytes", r->file_desc, key,
+                      LITE_SEC_PATH_MAX - 1);
+        if (rc == 0)
+            memcpy(f->sec_path[k], s, strlen(s) + 1);
+        f->has_sec_path[k] = rc == 0;
     } else if (strcmp(key, "log_level") == 0) {
         if (json_object_is_type(v, json_type_int)) {
             int64_t x = json_object_get_int64(v);
@@ -725,6 +770,59 @@ static int resolve_log_level(struct resolver *r, const lite_config_t *cfg, struc
     return 0;
 }
 
+/* Mode and files: struct, then LITETX_SECURITY*, then the file; each file checked (security.c). */
+static int resolve_security(struct resolver *r, const lite_config_t *cfg, struct lite_settings *s)
+{
+    char sb[SHOW_MAX];
+    s->sec.mode = LITE_SEC_OFF;
+    const char *v = cfg->security, *from = "lite_config_t.security";
+    if (!v) {
+        v = env_get(r, "LITETX_SECURITY");
+        from = "LITETX_SECURITY";
+    }
+    if (v) {
+        if (parse_sec_mode(v, &s->sec.mode) != 0)
+            return FAIL(r, "%s=\"%s\": security must be off, ca or psk", from,
+                        show(v, sb, sizeof(sb)));
+    } else if (r->file.has_sec) {
+        s->sec.mode = r->file.sec_mode;
+    }
+    const char *path[LITE_SEC_NF], *src[LITE_SEC_NF];
+    char expanded[LITE_SEC_NF][LITE_SEC_PATH_MAX];
+    const char *const given[LITE_SEC_NF] = {cfg->security_cert, cfg->security_key, cfg->security_ca,
+                                            cfg->security_psk};
+    static const char *const fields[LITE_SEC_NF] = {
+        "lite_config_t.security_cert", "lite_config_t.security_key", "lite_config_t.security_ca",
+        "lite_config_t.security_psk"};
+    for (int k = 0; k < LITE_SEC_NF; k++) {
+        path[k] = given[k];
+        src[k] = fields[k];
+        if (!path[k]) {
+            path[k] = env_get(r, sec_envs[k]);
+            src[k] = sec_envs[k];
+        }
+        if (!path[k] && r->file.has_sec_path[k]) {
+            path[k] = r->file.sec_path[k];
+            src[k] = r->file_desc;
+        }
+        if (path[k] && path[k][0] == '\0')
+            return FAIL(r, "%s is set but empty (%s must be a file path)", src[k], sec_keys[k]);
+        /* "{rank}" stands for this rank, so one setting serves every rank of a job. */
+        const char *at = path[k] ? strstr(path[k], "{rank}") : NULL;
+        if (at) {
+            int n = snprintf(expanded[k], sizeof(expanded[k]), "%.*s%d%s", (int)(at - path[k]),
+                             path[k], s->rank, at + 6);
+            if (n < 0 || (size_t)n >= sizeof(expanded[k]))
+                return FAIL(r, "%s: path longer than %d bytes", src[k], LITE_SEC_PATH_MAX - 1);
+            path[k] = expanded[k];
+        }
+    }
+    /* Only the test suite sets this, to play an impostor: the peers' checks are what it tests. */
+    const char *t = env_get(r, "LITETX_TEST_SECURITY_ANY_RANK");
+    bool rank_check = !(t && strcmp(t, "1") == 0);
+    return lite_security_check(&s->sec, s->rank, path, src, rank_check, r->err, r->errlen);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Entry point
  * ------------------------------------------------------------------------------------------- */
@@ -811,8 +909,13 @@ int lite_settings_resolve(const lite_config_t *cfg, lite_getenv_fn getenv_fn, vo
     if (rc == 0)
         rc = resolve_int(&r, &key_rndv, cfg->rndv_threshold, -1, f->has_rndv, f->rndv_threshold,
                          DEFAULT_RNDV_THRESHOLD, &s.rndv_threshold, &ignored);
-    if (rc != 0)
+    if (rc == 0)
+        rc = resolve_security(&r, cfg, &s);
+    if (rc != 0) {
+        memset(&s.sec, 0, sizeof(s.sec)); /* no key material left on the stack */
         return rc;
+    }
     *out = s;
+    memset(&s.sec, 0, sizeof(s.sec));
     return 0;
 }

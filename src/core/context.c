@@ -196,7 +196,12 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     size_t count;
     const struct lite_transport_ops *const *table = lite_registry(&count);
     const struct lite_transport_ops *chosen;
-    rc = lite_transport_select(table, count, ctx->s.transport, &chosen, why, sizeof(why));
+    /* Security on: only a transport that encrypts, never a plaintext fallback. */
+    static const char *const sec_need[] = {"", "security is ca: every connection encrypted",
+                                           "security is psk: every connection encrypted"};
+    rc = lite_transport_select_caps(table, count, ctx->s.transport,
+                                    ctx->s.sec.mode ? LITE_CAP_ENCRYPTED : 0,
+                                    sec_need[ctx->s.sec.mode], &chosen, why, sizeof(why));
     if (rc)
         return init_fail(ctx, rc, why);
     rc = lite_transport_fill(chosen, &ctx->ops);
@@ -223,6 +228,7 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
         .credits = ctx->credits_max,
         .rndv_threshold = ctx->rndv_threshold,
         .crowded = ctx->yield_polls,
+        .security = &ctx->s.sec,
     };
     rc = ctx->ops.open(&params, &ctx->tp);
     if (rc) {

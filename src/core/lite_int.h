@@ -181,6 +181,7 @@ struct lite_settings {
     int op_timeout_ms;   /* >= 0 or LITE_TIMEOUT_INFINITE */
     int credits;         /* eager slots granted to each peer */
     int rndv_threshold;  /* bytes from which messages go by rendezvous */
+    struct lite_security sec; /* security.c: checked credentials (mode LITE_SEC_OFF: none) */
 };
 
 /* Environment lookup, injectable so tests need not touch the process environment. */
@@ -208,6 +209,13 @@ const struct lite_transport_ops *const *lite_registry(size_t *count);
 int lite_transport_select(const struct lite_transport_ops *const *table, size_t count,
                           const char *name, const struct lite_transport_ops **out, char *why,
                           size_t why_len);
+
+/* lite_transport_select, among the transports that have every capability bit of `need`: a
+ * named one without them is refused (-LITE_ERR_NO_TRANSPORT, saying which), "auto" skips them.
+ * `need_why` says why they are needed ("security is ca"). */
+int lite_transport_select_caps(const struct lite_transport_ops *const *table, size_t count,
+                               const char *name, uint32_t need, const char *need_why,
+                               const struct lite_transport_ops **out, char *why, size_t why_len);
 
 /* Copy `ops` into `out`, filling NULL ops with -ENOSYS stubs (and checking size/ABI). */
 int lite_transport_fill(const struct lite_transport_ops *ops, struct lite_transport_ops *out);

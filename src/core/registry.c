@@ -93,6 +93,42 @@ int lite_transport_select(const struct lite_transport_ops *const *table, size_t 
     return -LITE_ERR_NO_TRANSPORT;
 }
 
+/* Transports that cannot give what `need` asks are refused by name and skipped by "auto",
+ * never used with the need silently dropped (security: no plaintext fallback). */
+int lite_transport_select_caps(const struct lite_transport_ops *const *table, size_t count,
+                               const char *name, uint32_t need, const char *need_why,
+                               const struct lite_transport_ops **out, char *why, size_t why_len)
+{
+    if (!need)
+        return lite_transport_select(table, count, name, out, why, why_len);
+    *out = NULL;
+    if (name && strcmp(name, "auto") != 0) {
+        for (size_t i = 0; i < count; i++) {
+            if (strcmp(table[i]->name, name) == 0 && (table[i]->caps & need) != need) {
+                lite_fmt(why, why_len,
+                         "transport %s refuses to start: %s, which it cannot do (no fallback "
+                         "to plaintext)",
+                         name, need_why);
+                return -LITE_ERR_NO_TRANSPORT;
+            }
+        }
+        return lite_transport_select(table, count, name, out, why, why_len);
+    }
+    const struct lite_transport_ops *fit[32];
+    size_t n = 0;
+    for (size_t i = 0; i < count && n < LITE_ARRAY_LEN(fit); i++) {
+        if ((table[i]->caps & need) == need)
+            fit[n++] = table[i];
+        else if (!(table[i]->caps & LITE_CAP_NO_AUTO))
+            LITE_INFO("transport auto: %s skipped (%s; it cannot)", table[i]->name, need_why);
+    }
+    if (n == 0) {
+        lite_fmt(why, why_len, "transport auto: %s, and no compiled-in transport can", need_why);
+        return -LITE_ERR_NO_TRANSPORT;
+    }
+    return lite_transport_select(fit, n, "auto", out, why, why_len);
+}
+
 /* ---- -ENOSYS defaults ---- */
 
 static int nosys_probe(char *why, size_t why_len)

@@ -119,7 +119,7 @@ int lite_transport_select_caps(const struct lite_transport_ops *const *table, si
     for (size_t i = 0; i < count && n < LITE_ARRAY_LEN(fit); i++) {
         if ((table[i]->caps & need) == need)
             fit[n++] = table[i];
-        else if (!(table[i]->caps & LITE_CAP_NO_AUTO))
+        else
             LITE_INFO("transport auto: %s skipped (%s; it cannot)", table[i]->name, need_why);
     }
     if (n == 0) {

@@ -414,18 +414,15 @@ int main(int argc, char **argv)
             for (int s = 0; s < me; s++)
                 peer_off[r] += L.matrix[(size_t)s * N + (size_t)r];
         }
-        for (size_t k = 0; k < L.nout; k++) {
-            int r = 0;
-            while (r + 1 < n && k >= L.sdispl[r + 1])
-                r++;
-            ent[k] = (lite_scatter_entry_t){.peer = r,
-                                            .local_off = (size_t)L.send_tok[k] * sh.rec,
-                                            .remote = &d_recv[r],
-                                            .remote_off = (peer_off[r] + k - L.sdispl[r]) * sh.rec,
-                                            .len = sh.rec,
-                                            .imm = imm_d,
-                                            .flags = LITE_WRITE_WITH_IMM};
-        }
+        for (int r = 0; r < n; r++) /* straight from the token buffer: no pack */
+            for (size_t j = 0, k = L.sdispl[r]; j < L.cnt_out[r]; j++, k++)
+                ent[k] = (lite_scatter_entry_t){.peer = r,
+                                                .local_off = (size_t)L.send_tok[k] * sh.rec,
+                                                .remote = &d_recv[r],
+                                                .remote_off = (peer_off[r] + j) * sh.rec,
+                                                .len = sh.rec,
+                                                .imm = imm_d,
+                                                .flags = LITE_WRITE_WITH_IMM};
         lite_request_t *req;
         TRY(lite_write_scatter(ctx, mr_x, ent, L.nout, &req));
         TRY(lite_imm_wait(ctx, imm_d, L.nin, WAIT_MS));

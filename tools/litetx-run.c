@@ -64,18 +64,20 @@ static long parse_num(const char *s, const char *what, long lo, long hi)
 }
 
 /* Sleep until a child's SIGCHLD (blocked in `set`) or the absolute time `until` (0: none). */
-static void wait_child(const sigset_t *set, double until)
+/* Sleep until a signal of `set` arrives or `until` passes; returns the signal, or 0. */
+static int wait_child(const sigset_t *set, double until)
 {
     if (!until) {
-        sigwaitinfo(set, NULL);
-        return;
+        int sig = sigwaitinfo(set, NULL);
+        return sig > 0 ? sig : 0;
     }
     double left = until - now_s();
     if (left <= 0)
-        return;
+        return 0;
     struct timespec ts = {.tv_sec = (time_t)left,
                           .tv_nsec = (long)((left - (double)(time_t)left) * 1e9)};
-    sigtimedwait(set, NULL, &ts);
+    int sig = sigtimedwait(set, NULL, &ts);
+    return sig > 0 ? sig : 0;
 }
 
 /*
@@ -144,6 +146,12 @@ int main(int argc, char **argv)
     sigset_t chld, old_mask;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
+    /* A launcher stopped by a signal (kill, ^C, a batch system's SIGTERM) passes it on to
+     * the ranks and gives them the grace period before SIGKILL: left running, they would
+     * outlive it, reparented to init. */
+    static const int fwd[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t k = 0; k < sizeof(fwd) / sizeof(fwd[0]); k++)
+        sigaddset(&chld, fwd[k]);
     sigprocmask(SIG_BLOCK, &chld, &old_mask);
     for (int r = 0; r < n; r++) {
         pid_t pid = fork();
@@ -211,7 +219,18 @@ int main(int argc, char **argv)
             if (!result)
                 result = 124;
         }
-        wait_child(&chld, killed ? 0 : kill_at);
+        int sig = wait_child(&chld, killed ? 0 : kill_at);
+        if (sig && sig != SIGCHLD && !killed) {
+            fprintf(stderr, "litetx-run: %s: passing it on to %d rank(s)\n", strsignal(sig), live);
+            for (int r = 0; r < n; r++)
+                if (pids[r] > 0)
+                    kill(pids[r], sig);
+            if (!result)
+                result = 128 + sig;
+            double k = now_s() + grace;
+            if (!kill_at || k < kill_at)
+                kill_at = k;
+        }
     }
     free(pids);
     return result;

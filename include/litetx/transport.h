@@ -80,6 +80,9 @@ enum lite_transport_cap {
      * write only; the connection lives on). Collectives then let receivers announce their
      * buffers before the sender asks (receiver-initiated rendezvous, no RTS/CTS round trip). */
     LITE_CAP_REVOCABLE_RMA = 1u << 9,
+    /* Never picked by transport "auto", only by its name (the loop backend: ranks must be
+     * threads of one process). */
+    LITE_CAP_NO_AUTO = 1u << 10,
 };
 
 /* Largest address blob a backend may publish for the bootstrap exchange. */

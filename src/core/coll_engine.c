@@ -5,8 +5,8 @@
  * request carries the round that must not start before it is done ("due"). advance() retires
  * finished requests (checking error, exact length and argument headers) and starts the next round
  * as soon as nothing due at it is pending. Blocking collectives start an op and drive it here;
- * non-blocking ones wrap it in a lite_request and live in a registry, so that any test or wait on
- * a context advances all of that context's collectives.
+ * non-blocking ones wrap it in a lite_request and live in their context's registry, so that any
+ * test or wait on a context advances all of that context's collectives.
  *
  * ORDER. Tags sent to a peer must strictly increase (the core refuses anything else), so
  * collectives cannot interleave their messages: an op starts (posts its first message) only when
@@ -31,8 +31,6 @@
  * stopped, so the op's memory is kept ("zombie") until they end.
  */
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,33 +42,27 @@
 #define DRAIN_NS  (200 * 1000000LL) /* how long an error waits for in-flight transfers */
 #define HDR       LITE_COLL_HDR_LEN
 
-/* ---- registry of non-blocking ops (and zombies), all contexts ---- */
+/* ---- registry of non-blocking ops (and zombies), per context ---- */
 
 /* Oldest first (ops are added when they start), so advancing in list order lets a finished
- * op's successor start in the same pass. */
-static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct lite_coll_op *g_reg_head;
-static atomic_int g_reg_count;
-
+ * op's successor start in the same pass. Each context keeps its own list: a context is used by
+ * one thread at a time, so contexts of different threads share nothing here and need no lock. */
 static void reg_add(struct lite_coll_op *op)
 {
-    pthread_mutex_lock(&g_reg_mu);
-    struct lite_coll_op **pp = &g_reg_head;
+    struct lite_coll_op **pp = &op->ctx->coll_head;
     while (*pp)
         pp = &(*pp)->next;
     op->next = NULL;
     *pp = op;
     op->registered = true;
-    atomic_fetch_add(&g_reg_count, 1);
-    pthread_mutex_unlock(&g_reg_mu);
+    op->ctx->coll_count++;
 }
 
 static void reg_remove(struct lite_coll_op *op)
 {
     if (!op->registered)
         return;
-    pthread_mutex_lock(&g_reg_mu);
-    for (struct lite_coll_op **pp = &g_reg_head; *pp; pp = &(*pp)->next) {
+    for (struct lite_coll_op **pp = &op->ctx->coll_head; *pp; pp = &(*pp)->next) {
         if (*pp == op) {
             *pp = op->next;
             break;
@@ -78,21 +70,15 @@ static void reg_remove(struct lite_coll_op *op)
     }
     op->registered = false;
     op->next = NULL;
-    atomic_fetch_sub(&g_reg_count, 1);
-    pthread_mutex_unlock(&g_reg_mu);
+    op->ctx->coll_count--;
 }
 
 /* True while an earlier collective of op's context has not finished. */
 static bool earlier_active(const struct lite_coll_op *op)
 {
-    if (atomic_load_explicit(&g_reg_count, memory_order_relaxed) == 0)
-        return false;
     bool busy = false;
-    pthread_mutex_lock(&g_reg_mu);
-    for (const struct lite_coll_op *o = g_reg_head; o && !busy; o = o->next)
-        busy =
-            o != op && o->ctx == op->ctx && o->seq < op->seq && !o->zombie && !o->done && !o->error;
-    pthread_mutex_unlock(&g_reg_mu);
+    for (const struct lite_coll_op *o = op->ctx->coll_head; o && !busy; o = o->next)
+        busy = o != op && o->seq < op->seq && !o->zombie && !o->done && !o->error;
     return busy;
 }
 
@@ -177,13 +163,9 @@ int lite_coll_op_init(struct lite_coll_op *op, struct lite_ctx *ctx, int kind, s
 static void purge_stale(struct lite_ctx *ctx, uint64_t seq)
 {
     uint64_t low = seq;
-    if (atomic_load_explicit(&g_reg_count, memory_order_relaxed) != 0) {
-        pthread_mutex_lock(&g_reg_mu);
-        for (const struct lite_coll_op *o = g_reg_head; o; o = o->next)
-            if (o->ctx == ctx && o->seq < low)
-                low = o->seq;
-        pthread_mutex_unlock(&g_reg_mu);
-    }
+    for (const struct lite_coll_op *o = ctx->coll_head; o; o = o->next)
+        if (o->seq < low)
+            low = o->seq;
     lite_p2p_purge_coll(ctx, lite_coll_tag(low, 0));
 }
 
@@ -612,21 +594,17 @@ static void advance(struct lite_coll_op *op)
 /* Advance every registered op of ctx except `skip`; free zombies whose transfers ended. */
 static void reg_advance(struct lite_ctx *ctx, struct lite_coll_op *skip)
 {
-    int total = atomic_load_explicit(&g_reg_count, memory_order_relaxed);
+    int total = ctx->coll_count;
     if (total == 0)
         return;
-    /* Only this thread touches ctx's ops, so they can be advanced outside the lock; the lock
-     * guards the list links against other contexts' threads. */
+    /* A snapshot: advancing an op may add or free registered ops. */
     struct lite_coll_op *few[16], **mine = few;
     int k = 0;
-    pthread_mutex_lock(&g_reg_mu);
-    total = atomic_load_explicit(&g_reg_count, memory_order_relaxed);
     if (total > (int)LITE_ARRAY_LEN(few) && !(mine = malloc((size_t)total * sizeof(*mine))))
         mine = few, total = (int)LITE_ARRAY_LEN(few); /* the oldest ones: enough to progress */
-    for (struct lite_coll_op *o = g_reg_head; o && k < total; o = o->next)
-        if (o->ctx == ctx && o != skip)
+    for (struct lite_coll_op *o = ctx->coll_head; o && k < total; o = o->next)
+        if (o != skip)
             mine[k++] = o;
-    pthread_mutex_unlock(&g_reg_mu);
     for (int i = 0; i < k; i++) {
         advance(mine[i]);
         if (mine[i]->zombie && mine[i]->npend == 0) {
@@ -849,12 +827,7 @@ int lite_coll_cancel(struct lite_ctx *ctx, struct lite_request *req)
 void lite_coll_fini(struct lite_ctx *ctx)
 {
     for (;;) {
-        struct lite_coll_op *op = NULL;
-        pthread_mutex_lock(&g_reg_mu);
-        for (struct lite_coll_op *o = g_reg_head; o && !op; o = o->next)
-            if (o->ctx == ctx)
-                op = o;
-        pthread_mutex_unlock(&g_reg_mu);
+        struct lite_coll_op *op = ctx->coll_head;
         if (!op)
             return;
         reg_remove(op);

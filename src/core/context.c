@@ -183,6 +183,8 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
         return rc;
     }
     lite_log_set_level(ctx->s.log_level);
+    lite_log_ctx_add(ctx->s.log_level, 1);
+    ctx->log_counted = true;
     ctx->spin_ns = default_spin_ns(ctx->s.world_size);
     ctx->yield_polls = default_yield();
     ctx->spin_pause = default_spin_pause();
@@ -207,7 +209,13 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     rc = lite_transport_fill(chosen, &ctx->ops);
     if (rc)
         return init_fail(ctx, rc, "transport table has a wrong ABI version");
-    LITE_INFO("rank %d/%d: transport %s", ctx->s.rank, ctx->s.world_size, ctx->ops.name);
+    /* One-sided ops the backend lacks are carried as messages by the core (rma_emu.c); the
+     * core then has the capabilities its emulation provides. */
+    uint32_t emu_caps;
+    ctx->emu = lite_emu_needed(chosen, &emu_caps);
+    ctx->ops.caps |= emu_caps;
+    LITE_INFO("rank %d/%d: transport %s%s", ctx->s.rank, ctx->s.world_size, ctx->ops.name,
+              ctx->emu ? " (one-sided ops emulated by the core)" : "");
 
     int64_t deadline = lite_deadline_ns(ctx->s.init_timeout_ms);
     struct lite_bootstrap *bs = NULL;
@@ -286,11 +294,14 @@ LITE_API int lite_finalize(lite_ctx_t *ctx)
         ctx->ops.close(ctx->tp);
         ctx->tp = NULL;
     }
+    lite_emu_fini(ctx);
     lite_mr_fini(ctx);
     lite_flow_fini(ctx); /* before coll_fini, which frees requests flow.c may still list */
     lite_coll_fini(ctx);
     lite_imm_fini(ctx);
     lite_p2p_fini(ctx);
+    if (ctx->log_counted)
+        lite_log_ctx_add(ctx->s.log_level, -1);
     free(ctx->peers);
     free(ctx);
     return rc;

@@ -14,6 +14,7 @@ enum lite_req_state {
 };
 
 struct lite_unexp;
+struct lite_emu_op;
 
 struct lite_request {
     uint8_t kind;
@@ -31,6 +32,7 @@ struct lite_request {
     struct lite_request *next;     /* the one list the request is on (posted, send queue, ...) */
     struct lite_rndv *rndv;        /* rendezvous state (large messages), else NULL */
     void *coll;                    /* LITE_REQ_COLL: the collective (coll_engine.c) */
+    struct lite_emu_op *emu;       /* internal message of an emulated one-sided op (rma_emu.c) */
     /* Every request allocated and not yet freed, cached ones included: lite_finalize frees
      * those the user never waited for too. Last, so a reused request keeps them (p2p.c). */
     struct lite_request *all_prev, *all_next;
@@ -76,6 +78,25 @@ struct lite_peer {
     uint64_t ctrl_seq;          /* tags of control messages to the peer */
     struct lite_msg_hdr rx_hdr; /* header of the RTS / control message arriving */
     uint8_t rx_small[160];      /* its payload */
+
+    /* emulated one-sided ops (rma_emu.c) */
+    struct lite_emu_op *emu_wait, *emu_wait_tail; /* initiator: ops awaiting the answer, in order */
+    uint64_t emu_next_id;                         /* initiator: ids of ops to the peer */
+    struct lite_emu_rx {                          /* target/initiator: the data message due next */
+        uint8_t kind;                             /* 0 none, else the control type announcing it */
+        int status;                               /* 0, or why the data is discarded */
+        uint32_t flags, imm;
+        uint64_t id, len;
+        void *addr;             /* where the data goes (NULL: discard) */
+        void *token;            /* write: the region held until the data is in */
+        struct lite_emu_op *op; /* read: the initiator's op */
+    } emu_rx;
+    int emu_sticky; /* target: a refused unacknowledged write, told with the next answer */
+
+    /* a failure the backend reported outside progress (lite_peer_fail_deferred) */
+    bool fail_due;
+    int fail_code;
+    char fail_why[128];
 };
 
 /* A registered region. */
@@ -126,6 +147,14 @@ struct lite_ctx {
     struct lite_imm_table imm;
     uint64_t rma_last_len; /* length of the last peer write placed here (lite_imm_wait's policy) */
     uint64_t fins_sent;    /* rendezvous FINs sent: exactly one per large send (tests check it) */
+    /* One-sided ops the core carries as control messages because the backend lacks them
+     * (LITE_EMU_* bits, fixed at init: the hot paths branch on this, never look anything up). */
+    uint8_t emu;
+    struct lite_emu_op *emu_all;    /* every live emulated op (freed at finalize) */
+    bool fail_due;                  /* some peer has a deferred failure (lite_peer_fail_deferred) */
+    bool log_counted;               /* the context's log level is counted (log.c) */
+    struct lite_coll_op *coll_head; /* non-blocking collectives and zombies (coll_engine.c) */
+    int coll_count;
     char last_error[512];
 };
 
@@ -212,6 +241,48 @@ void lite_p2p_purge_coll(struct lite_ctx *ctx, uint64_t below);
 /* A wait is about to sleep: return owed credits to peers left without any. */
 void lite_flow_idle(struct lite_ctx *ctx);
 void lite_flow_fini(struct lite_ctx *ctx);
+
+/* Deferred failures: a backend's peer_failed outside progress, or the core's own (an op's
+ * second message could not be posted after its first left), handled when progress returns. */
+void lite_peer_fail_deferred(struct lite_ctx *ctx, int peer, int code, const char *why);
+void lite_peer_fail_run(struct lite_ctx *ctx);
+
+/* Control message types (channel LITE_CHAN_CTRL, carried in lite_msg_hdr.flags). flow.c owns
+ * 1..15, rma_emu.c 16..31. */
+#define LITE_CTRL_EMU_FIRST 16
+#define LITE_CTRL_EMU_LAST  20
+/* A control message to `peer` through an internal request (released when the backend is done
+ * with it; `emu` then hears of it): 0 or the code msg_send returned. */
+int lite_flow_ctrl_send(struct lite_ctx *ctx, int peer, uint8_t type, const void *payload,
+                        size_t len, struct lite_emu_op *emu);
+
+/* Emulated one-sided ops (rma_emu.c). */
+#define LITE_EMU_WRITE 0x01 /* writes (and the backend's mr_reg, mr_dereg) */
+#define LITE_EMU_IMM   0x02 /* writes with an immediate */
+#define LITE_EMU_READ  0x04 /* reads */
+/* Which ops the core emulates for the backend `ops` (the table as the backend gave it), and the
+ * capability bits the core then provides on the backend's behalf. */
+uint8_t lite_emu_needed(const struct lite_transport_ops *ops, uint32_t *caps_added);
+/* Post a one-sided op the core emulates: as rma_post (0 and send_done(op) follows, or a code). */
+int lite_emu_post(struct lite_ctx *ctx, const struct lite_tp_rma *rma, void *op);
+/* rma_post, or the core's emulation where the backend lacks the op. */
+static inline int lite_rma_post(struct lite_ctx *ctx, const struct lite_tp_rma *rma, void *op)
+{
+    if (__builtin_expect(ctx->emu != 0, 0)) {
+        uint8_t need = rma->kind == LITE_RMA_READ ? LITE_EMU_READ
+                       : rma->has_imm             ? LITE_EMU_IMM
+                                                  : LITE_EMU_WRITE;
+        if (ctx->emu & need)
+            return lite_emu_post(ctx, rma, op);
+    }
+    return ctx->ops.rma_post(ctx->tp, rma, op);
+}
+int lite_emu_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr, void **dst);
+int lite_emu_ctrl_end(struct lite_ctx *ctx, int peer);
+/* An internal message of an emulated op finished (up_send_done). */
+void lite_emu_msg_done(struct lite_ctx *ctx, struct lite_emu_op *e, int status);
+void lite_emu_peer_failed(struct lite_ctx *ctx, int peer, int code);
+void lite_emu_fini(struct lite_ctx *ctx);
 
 /* One-sided (mr.c, immcounter.c). */
 int lite_mr_target(struct lite_core *core, int peer, uint64_t key, uint64_t offset, uint64_t len,

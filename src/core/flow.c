@@ -20,6 +20,14 @@
  * FIN goes right behind the write, saving the round trip of the write's acknowledgement; the
  * send then completes when both the write and the FIN have.
  *
+ * MESSAGE-ONLY BACKENDS. A backend without one-sided ops gets them from the core (rma_emu.c:
+ * the write is a header message plus one data message that the target places straight into the
+ * registered receive buffer), and the rendezvous runs over that unchanged, with the emulation's
+ * ordered, revocable writes. Not eager or pipelined instead: the memory a peer can pin here is
+ * bounded by credits x threshold, so a large eager message would need staging nobody bounds (and
+ * a copy), and a pipeline of credit-sized chunks would wait for receives just the same; the
+ * rendezvous costs one round trip and lands the payload in the user's buffer.
+ *
  * RECEIVER-INITIATED RENDEZVOUS (collectives, LITE_CAP_REVOCABLE_RMA). A collective posts its
  * receives before the matching sends, with exact sizes, so for a large collective receive the
  * receiver registers the buffer at once and sends RTR (tag, its id, length, descriptor); the
@@ -124,6 +132,21 @@ static int send_ctrl(struct lite_ctx *ctx, int peer, uint8_t type, const void *p
         lite_request_release(ctx, r);
     if (!rc && type == CTRL_FIN)
         ctx->fins_sent++;
+    return rc;
+}
+
+int lite_flow_ctrl_send(struct lite_ctx *ctx, int peer, uint8_t type, const void *payload,
+                        size_t len, struct lite_emu_op *emu)
+{
+    struct lite_request *r = lite_request_new(ctx, LITE_REQ_SEND, LITE_CHAN_CTRL, peer, 0, NULL, 0);
+    if (!r)
+        return -ENOMEM;
+    r->pending_ops = 1;
+    r->kind = 0; /* internal: released by up_send_done, which tells `emu` first */
+    r->emu = emu;
+    int rc = send_ctrl(ctx, peer, type, payload, len, r);
+    if (rc)
+        lite_request_release(ctx, r);
     return rc;
 }
 
@@ -445,7 +468,7 @@ static void start_write(struct lite_ctx *ctx, struct lite_request *r)
     rv->write.local_completion = ordered;
     rv->stage = ordered ? ST_WRITE_FIN : ST_WRITE;
     rv->pending = 2; /* ST_WRITE_FIN: the write and the FIN */
-    int rc = ctx->ops.rma_post(ctx->tp, &rv->write, r);
+    int rc = lite_rma_post(ctx, &rv->write, r);
     if (rc) {
         lite_fail(ctx, rc, "rendezvous write to rank %d failed: %s", r->peer, lite_strerror(rc));
         lite_request_finish(r, rc);
@@ -626,7 +649,10 @@ int lite_flow_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_h
                   : hdr->flags == CTRL_FIN ? FIN_LEN
                   : hdr->flags == CTRL_RTR ? RTR_LEN
                                            : 0;
-    if (hdr->flags < CTRL_CTS || hdr->flags > CTRL_RTR || hdr->len != want) {
+    /* Emulated one-sided messages only where this context emulates (the peer runs the same
+     * backend): a native backend's peer has no business sending them. */
+    bool emu = hdr->flags >= LITE_CTRL_EMU_FIRST && hdr->flags <= LITE_CTRL_EMU_LAST && ctx->emu;
+    if (!emu && (hdr->flags < CTRL_CTS || hdr->flags > CTRL_RTR || hdr->len != want)) {
         lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d sent a malformed control message", peer);
         return -LITE_ERR_PROTOCOL;
     }
@@ -645,6 +671,8 @@ int lite_flow_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_h
         drain(ctx, peer);
     }
     p->rx_hdr = *hdr;
+    if (emu)
+        return lite_emu_ctrl_begin(ctx, peer, hdr, dst);
     *dst = want ? p->rx_small : NULL;
     return 0;
 }
@@ -680,6 +708,8 @@ int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
 {
     struct lite_peer *p = &ctx->peers[peer];
     const uint8_t *m = p->rx_small;
+    if (p->rx_hdr.flags >= LITE_CTRL_EMU_FIRST)
+        return lite_emu_ctrl_end(ctx, peer);
     switch (p->rx_hdr.flags) {
     case CTRL_CREDIT:
         break;

@@ -158,7 +158,11 @@ static inline void lite_waiter_respin(struct lite_waiter *w)
 /* ---- logging (log.c) ---- */
 /* Cold: logging is for what goes wrong (and debugging); hot paths are laid out without it. */
 void lite_log(int level, const char *fmt, ...) __attribute__((cold, format(printf, 2, 3)));
+/* The calling thread's level (lite_init: the level of the context it creates). */
 void lite_log_set_level(int level);
+/* A context with this level starts (delta 1) or ends (-1): threads without a level of their
+ * own log at the most verbose level of the live contexts. */
+void lite_log_ctx_add(int level, int delta);
 int lite_log_get_level(void);
 #define LITE_ERROR(...) lite_log(LITE_LOG_ERROR, __VA_ARGS__)
 #define LITE_WARN(...)  lite_log(LITE_LOG_WARN, __VA_ARGS__)

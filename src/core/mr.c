@@ -98,7 +98,8 @@ LITE_API int lite_mr_reg(lite_ctx_t *ctx, void *addr, size_t len, int kind, unsi
     mr->key = (uint64_t)(++ctx->mr_gen[slot]) << 32 | (slot + 1);
     struct lite_tp_mr tm = {
         .addr = addr, .len = len, .mem_kind = kind, .access = access, .core_key = mr->key};
-    int rc = ctx->ops.mr_reg(ctx->tp, &tm, &mr->keys);
+    /* Emulated one-sided ops need no backend registration: the core key names the region. */
+    int rc = (ctx->emu & LITE_EMU_WRITE) ? 0 : ctx->ops.mr_reg(ctx->tp, &tm, &mr->keys);
     if (rc) {
         free(mr);
         return lite_fail(ctx, rc, "mr_reg: transport %s refused the region: %s", ctx->ops.name,
@@ -125,7 +126,7 @@ LITE_API int lite_mr_dereg(lite_ctx_t *ctx, lite_mr_t *mr)
                          mr->inflight);
     /* A backend whose peers place data natively withdraws the region with their help
      * (-EAGAIN: progress, then ask again). */
-    int rc = ctx->ops.mr_dereg(ctx->tp, mr->keys.handle);
+    int rc = (ctx->emu & LITE_EMU_WRITE) ? 0 : ctx->ops.mr_dereg(ctx->tp, mr->keys.handle);
     while (rc == -EAGAIN && lite_now_ns() < deadline) {
         lite_progress_once(ctx, 1);
         rc = ctx->ops.mr_dereg(ctx->tp, mr->keys.handle);
@@ -146,7 +147,7 @@ LITE_API int lite_mr_dereg(lite_ctx_t *ctx, lite_mr_t *mr)
 void lite_mr_close(struct lite_ctx *ctx)
 {
     for (uint32_t i = 0; i < ctx->nmrs && !ctx->mr_closed; i++)
-        if (ctx->mrs[i] && ctx->tp)
+        if (ctx->mrs[i] && ctx->tp && !(ctx->emu & LITE_EMU_WRITE))
             ctx->ops.mr_dereg(ctx->tp, ctx->mrs[i]->keys.handle);
     ctx->mr_closed = true;
 }

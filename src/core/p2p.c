@@ -471,10 +471,13 @@ static void up_send_done(struct lite_core *core, void *op, int status)
     struct lite_ctx *ctx = (struct lite_ctx *)core;
     struct lite_request *r = op;
     if (r->kind == 0) {
-        /* An internal control message (flow.c): nobody waits for it. */
+        /* An internal control message (flow.c): nobody waits for it but an emulated op. */
         if (status)
             LITE_DEBUG("control message to rank %d failed: %s", r->peer, lite_strerror(status));
+        struct lite_emu_op *e = r->emu;
         lite_request_release(ctx, r);
+        if (e)
+            lite_emu_msg_done(ctx, e, status);
         return;
     }
     if (r->rndv && lite_flow_send_done(ctx, r, status))
@@ -501,9 +504,48 @@ static void fail_list(struct lite_request **head, int code)
     }
 }
 
+/*
+ * DEFERRED FAILURE. A backend may report a peer's failure from inside any op: progress, but also
+ * msg_send or rma_post, where the core may be half-way through building the op's state (a
+ * rendezvous listed for its CTS, an emulated op whose header left and whose data did not). So
+ * the core never acts on it at once: it notes the failure and handles it when the backend's
+ * progress call returns (at the next progress for one reported outside progress). Backends need
+ * no private copy of that rule any more.
+ */
+void lite_peer_fail_deferred(struct lite_ctx *ctx, int peer, int code, const char *why)
+{
+    if (peer < 0 || peer >= ctx->s.world_size)
+        return;
+    struct lite_peer *p = &ctx->peers[peer];
+    if (p->lost || p->fail_due)
+        return;
+    p->fail_due = true;
+    p->fail_code = code ? code : -LITE_ERR_PEER_LOST;
+    lite_fmt(p->fail_why, sizeof(p->fail_why), "%s", why ? why : "connection lost");
+    ctx->fail_due = true;
+}
+
+static void peer_lost(struct lite_ctx *ctx, int peer, int status, const char *why);
+
+void lite_peer_fail_run(struct lite_ctx *ctx)
+{
+    ctx->fail_due = false;
+    for (int i = 0; i < ctx->s.world_size; i++) {
+        struct lite_peer *p = &ctx->peers[i];
+        if (p->fail_due) {
+            p->fail_due = false;
+            peer_lost(ctx, i, p->fail_code, p->fail_why);
+        }
+    }
+}
+
 static void up_peer_failed(struct lite_core *core, int peer, int status, const char *why)
 {
-    struct lite_ctx *ctx = (struct lite_ctx *)core;
+    lite_peer_fail_deferred((struct lite_ctx *)core, peer, status, why);
+}
+
+static void peer_lost(struct lite_ctx *ctx, int peer, int status, const char *why)
+{
     struct lite_peer *p = &ctx->peers[peer];
     if (p->lost)
         return;
@@ -534,6 +576,8 @@ static void up_peer_failed(struct lite_core *core, int peer, int status, const c
         lite_flow_rtr_withdraw(ctx, r); /* release announced buffers: nothing will write there */
     for (int ch = 0; ch < LITE_CHAN_COUNT; ch++)
         fail_list(&p->posted[ch], p->lost_code);
+    if (ctx->emu)
+        lite_emu_peer_failed(ctx, peer, p->lost_code); /* may end rendezvous writes: first */
     lite_flow_peer_failed(ctx, peer, p->lost_code);
 }
 
@@ -692,6 +736,8 @@ static inline int progress_step(struct lite_ctx *ctx, int sleep_ms)
     if (sleep_ms > 0)
         lite_flow_idle(ctx);
     int rc = ctx->ops.progress(ctx->tp, sleep_ms);
+    if (__builtin_expect(ctx->fail_due, 0))
+        lite_peer_fail_run(ctx);
     if (sleep_ms == 0 && ctx->yield_polls)
         sched_yield(); /* oversubscribed host: let a rank with work run */
     if (rc < 0)

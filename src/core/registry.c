@@ -21,6 +21,9 @@ extern const struct lite_transport_ops lite_quic_ops;
 #ifdef LITE_HAVE_TCP
 extern const struct lite_transport_ops lite_tcp_ops;
 #endif
+#ifdef LITE_HAVE_LOOP
+extern const struct lite_transport_ops lite_loop_ops;
+#endif
 
 static const struct lite_transport_ops *const g_table[] = {
 #ifdef LITE_HAVE_RDMA
@@ -35,6 +38,9 @@ static const struct lite_transport_ops *const g_table[] = {
 #ifdef LITE_HAVE_QUIC
     /* Encrypted and slower: only when asked for by name or nothing else works. */
     &lite_quic_ops,
+#endif
+#ifdef LITE_HAVE_LOOP
+    &lite_loop_ops, /* LITE_CAP_NO_AUTO: by name only */
 #endif
 };
 
@@ -60,6 +66,8 @@ int lite_transport_select(const struct lite_transport_ops *const *table, size_t 
     *out = NULL;
     if (!name || strcmp(name, "auto") == 0) {
         for (size_t i = 0; i < count; i++) {
+            if (table[i]->caps & LITE_CAP_NO_AUTO)
+                continue; /* test and in-process backends: by name only */
             int rc = probe_one(table[i], reason, sizeof(reason));
             if (rc == 0) {
                 *out = table[i];

@@ -86,7 +86,7 @@ static int post_one(struct lite_ctx *ctx, struct lite_request *req, struct lite_
                             .refusal_to_next = o->local_completion};
     memcpy(r.rkey, ri.rkey, sizeof(r.rkey));
     req->pending_ops++;
-    rc = ctx->ops.rma_post(ctx->tp, &r, req);
+    rc = lite_rma_post(ctx, &r, req);
     if (rc) {
         req->pending_ops--;
         if (rc == -ENOSYS)

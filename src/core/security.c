@@ -20,11 +20,12 @@
 #include <openssl/x509v3.h>
 #endif
 
-static const char *const key_name[LITE_SEC_NF] = {"security_cert", "security_key", "security_ca",
-                                                  "security_psk"};
-
 #define FAILS(...) (lite_fmt(err, errlen, __VA_ARGS__), -LITE_ERR_CONFIG)
 #define SAY(...)   lite_fmt(err, errlen, __VA_ARGS__)
+
+#ifdef LITE_HAVE_TLS
+static const char *const key_name[LITE_SEC_NF] = {"security_cert", "security_key", "security_ca",
+                                                  "security_psk"};
 
 /* "litetx-rank-<n>" -> n, else -1. */
 static int rank_of_name(const char *s, size_t n)
@@ -43,7 +44,6 @@ static int rank_of_name(const char *s, size_t n)
     return v;
 }
 
-#ifdef LITE_HAVE_TLS
 int lite_security_cert_rank(const void *x509)
 {
     X509 *x = (X509 *)x509;
@@ -224,12 +224,6 @@ out:
     ERR_clear_error();
     return rc;
 }
-#else
-int lite_security_cert_rank(const void *x509)
-{
-    return -1;
-}
-#endif
 
 static int hexval(char c)
 {
@@ -281,20 +275,30 @@ static int check_psk(struct lite_security *sec, const char *path, const char *sr
     return 0;
 }
 
+#else
+int lite_security_cert_rank(const void *x509)
+{
+    return -1;
+}
+#endif
+
 int lite_security_check(struct lite_security *sec, int rank, const char *const path[LITE_SEC_NF],
                         const char *const src[LITE_SEC_NF], bool rank_check, char *err,
                         size_t errlen)
 {
     static const char *const mode_name[] = {"off", "ca", "psk"};
+#ifndef LITE_HAVE_TLS
+    (void)path, (void)src, (void)rank, (void)rank_check;
+    if (sec->mode != LITE_SEC_OFF)
+        return FAILS("security=%s: this liblitetx was built without OpenSSL (libssl-dev), so it "
+                     "cannot encrypt",
+                     mode_name[sec->mode]);
+    return 0;
+#else
     static const char *const env_name[LITE_SEC_NF] = {"LITETX_SECURITY_CERT", "LITETX_SECURITY_KEY",
                                                       "LITETX_SECURITY_CA", "LITETX_SECURITY_PSK"};
     if (sec->mode == LITE_SEC_OFF)
         return 0;
-#ifndef LITE_HAVE_TLS
-    return FAILS("security=%s: this liblitetx was built without OpenSSL (libssl-dev), so it "
-                 "cannot encrypt",
-                 mode_name[sec->mode]);
-#else
     int first = sec->mode == LITE_SEC_CA ? LITE_SEC_F_CERT : LITE_SEC_F_PSK;
     int last = sec->mode == LITE_SEC_CA ? LITE_SEC_F_CA : LITE_SEC_F_PSK;
     for (int f = first; f <= last; f++)

@@ -1,0 +1,375 @@
+/*
+ * loop.c - the in-process backend: every rank is a thread of one process, and a message is a
+ * heap copy put on the receiver's queue. No sockets, no one-sided ops: it implements only the
+ * six required ops (open, close, addr_get, connect_all, msg_send, progress), so the core carries
+ * one-sided ops and the rendezvous of large messages as messages (src/core/rma_emu.c). It is the
+ * template of docs/BACKENDS.md and the stand-in for message-only backends (QUIC, NCCL) in tests.
+ *
+ * Ranks find each other through the core's bootstrap (over loopback, like any backend): each
+ * rank's address blob names its inbox by a process-wide id, and connect_all looks the ids up in
+ * a registry of live inboxes (never dereferencing an address that came off the network). An
+ * inbox is reference-counted: a peer that connected to it keeps it alive after its owner closed,
+ * so a send racing with the owner's close finds it marked closed instead of freed memory.
+ *
+ * Completions: msg_send copies the payload, so the caller's buffer is free at once, but
+ * send_done is reported at the sender's next progress, as a real network's would be. Delivery:
+ * short messages in one recv_msg upcall, longer ones through recv_begin / recv_end, copied in
+ * pieces straight into the core's destination (as a byte stream backend would).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "litetx/transport.h"
+
+#define BLOB_MAGIC 0x504f4f4cu /* "LOOP" */
+#define BLOB_LEN   16          /* u32 magic | u32 pid | u64 inbox id */
+#define SHORT_MAX  256         /* longer payloads go through recv_begin, in pieces */
+#define PIECE      (64 * 1024)
+
+struct loop_msg {
+    struct loop_msg *next;
+    int src;
+    bool bye; /* the sender closed (in order): nothing follows */
+    struct lite_msg_hdr hdr;
+    uint8_t data[];
+};
+
+/* One rank's inbox, shared with every peer that sends to it. */
+struct loop_inbox {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct loop_msg *head, *tail; /* under mu */
+    bool closed;                  /* under mu: the owner closed, sends to it fail */
+    uint64_t id;
+    int refs;                    /* under g_mu: the owner and each connected peer */
+    struct loop_inbox *reg_next; /* under g_mu */
+};
+
+/* Process-wide registry of live inboxes (several jobs of threads may share one process). */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct loop_inbox *g_inboxes;
+static uint64_t g_next_id;
+
+struct send_done {
+    void *op;
+    int status;
+};
+
+struct lite_transport {
+    int rank, world;
+    struct lite_core *core;
+    const struct lite_core_upcalls *up;
+    struct loop_inbox *in;          /* mine */
+    struct loop_inbox **peers;      /* each peer's (a reference held), after connect_all */
+    bool *failed;                   /* peers reported to the core as failed (at most once each) */
+    struct send_done *done, *spare; /* send_done owed, reported at the next progress */
+    size_t ndone, cap, spare_cap;
+};
+
+static void inbox_unref(struct loop_inbox *b)
+{
+    pthread_mutex_lock(&g_mu);
+    bool last = --b->refs == 0;
+    if (last)
+        for (struct loop_inbox **pp = &g_inboxes; *pp; pp = &(*pp)->reg_next)
+            if (*pp == b) {
+                *pp = b->reg_next;
+                break;
+            }
+    pthread_mutex_unlock(&g_mu);
+    if (!last)
+        return;
+    while (b->head) {
+        struct loop_msg *m = b->head;
+        b->head = m->next;
+        free(m);
+    }
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+static int loop_open(const struct lite_transport_params *params, struct lite_transport **out)
+{
+    struct lite_transport *t = calloc(1, sizeof(*t));
+    struct loop_inbox *b = calloc(1, sizeof(*b));
+    if (t) {
+        t->peers = calloc((size_t)params->world_size, sizeof(*t->peers));
+        t->failed = calloc((size_t)params->world_size, sizeof(*t->failed));
+    }
+    if (!t || !b || !t->peers || !t->failed) {
+        if (t) {
+            free(t->peers);
+            free(t->failed);
+        }
+        free(t);
+        free(b);
+        return -ENOMEM;
+    }
+    t->rank = params->rank;
+    t->world = params->world_size;
+    t->core = params->core;
+    t->up = params->up;
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    b->refs = 1;
+    pthread_mutex_lock(&g_mu);
+    b->id = ++g_next_id;
+    b->reg_next = g_inboxes;
+    g_inboxes = b;
+    pthread_mutex_unlock(&g_mu);
+    t->in = b;
+    *out = t;
+    return 0;
+}
+
+/* Put m on b's queue; false when b's owner has closed (m is not taken). */
+static bool inbox_put(struct loop_inbox *b, struct loop_msg *m)
+{
+    pthread_mutex_lock(&b->mu);
+    bool open = !b->closed;
+    if (open) {
+        m->next = NULL;
+        if (b->tail)
+            b->tail->next = m;
+        else
+            b->head = m;
+        b->tail = m;
+        pthread_cond_signal(&b->cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return open;
+}
+
+static void loop_close(struct lite_transport *t)
+{
+    /* Peers learn of an orderly close from a BYE behind everything this rank sent them. */
+    for (int r = 0; r < t->world; r++) {
+        if (!t->peers[r])
+            continue;
+        struct loop_msg *m = calloc(1, sizeof(*m));
+        if (m) {
+            m->src = t->rank;
+            m->bye = true;
+            if (!inbox_put(t->peers[r], m))
+                free(m);
+        }
+        inbox_unref(t->peers[r]);
+    }
+    pthread_mutex_lock(&t->in->mu);
+    t->in->closed = true;
+    pthread_mutex_unlock(&t->in->mu);
+    inbox_unref(t->in);
+    free(t->peers);
+    free(t->failed);
+    free(t->done);
+    free(t->spare);
+    free(t);
+}
+
+static int loop_addr_get(struct lite_transport *t, void *blob, size_t *len)
+{
+    if (*len < BLOB_LEN)
+        return -ENOSPC;
+    uint8_t *b = blob;
+    uint32_t magic = BLOB_MAGIC, pid = (uint32_t)getpid();
+    memcpy(b, &magic, 4);
+    memcpy(b + 4, &pid, 4);
+    memcpy(b + 8, &t->in->id, 8);
+    *len = BLOB_LEN;
+    return 0;
+}
+
+static int loop_connect_all(struct lite_transport *t, const void *const *blobs, const size_t *lens,
+                            int64_t deadline_ns, char *why, size_t why_len)
+{
+    for (int r = 0; r < t->world; r++) {
+        if (r == t->rank)
+            continue;
+        uint32_t magic = 0, pid = 0;
+        uint64_t id = 0;
+        if (lens[r] == BLOB_LEN) {
+            memcpy(&magic, blobs[r], 4);
+            memcpy(&pid, (const uint8_t *)blobs[r] + 4, 4);
+            memcpy(&id, (const uint8_t *)blobs[r] + 8, 8);
+        }
+        if (magic != BLOB_MAGIC) {
+            snprintf(why, why_len, "loop: rank %d published no loop address", r);
+            return -LITE_ERR_PROTOCOL;
+        }
+        if (pid != (uint32_t)getpid()) {
+            snprintf(why, why_len,
+                     "loop: rank %d runs in process %u, this rank in %d: the loop backend "
+                     "connects the threads of one process only",
+                     r, pid, (int)getpid());
+            return -LITE_ERR_CONFIG;
+        }
+        pthread_mutex_lock(&g_mu);
+        struct loop_inbox *b = g_inboxes;
+        while (b && b->id != id)
+            b = b->reg_next;
+        if (b)
+            b->refs++;
+        pthread_mutex_unlock(&g_mu);
+        if (!b) {
+            snprintf(why, why_len, "loop: rank %d closed before it was connected", r);
+            return -ETIMEDOUT;
+        }
+        t->peers[r] = b;
+    }
+    return 0;
+}
+
+/* A failure is told once per peer. From inside msg_send too: the core defers it. */
+static void peer_fail(struct lite_transport *t, int peer, int code, const char *why)
+{
+    if (t->failed[peer])
+        return;
+    t->failed[peer] = true;
+    t->up->peer_failed(t->core, peer, code, why);
+}
+
+static int owe_done(struct lite_transport *t, void *op, int status)
+{
+    if (t->ndone == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 64;
+        struct send_done *d = realloc(t->done, cap * sizeof(*d));
+        if (!d)
+            return -ENOMEM;
+        t->done = d;
+        t->cap = cap;
+    }
+    t->done[t->ndone++] = (struct send_done){op, status};
+    return 0;
+}
+
+static int loop_msg_send(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
+                         const void *payload, void *op)
+{
+    if (peer < 0 || peer >= t->world || peer == t->rank || !t->peers[peer])
+        return -EINVAL;
+    if (t->failed[peer])
+        return -LITE_ERR_PEER_LOST;
+    if (hdr->len > SIZE_MAX - sizeof(struct loop_msg))
+        return -EMSGSIZE;
+    struct loop_msg *m = malloc(sizeof(*m) + hdr->len);
+    if (!m || owe_done(t, op, 0)) {
+        free(m);
+        return -ENOMEM;
+    }
+    m->src = t->rank;
+    m->bye = false;
+    m->hdr = *hdr;
+    if (hdr->len)
+        memcpy(m->data, payload, hdr->len);
+    if (!inbox_put(t->peers[peer], m)) {
+        free(m);
+        t->ndone--;
+        char why[64];
+        snprintf(why, sizeof(why), "rank %d finalized and closed", peer);
+        peer_fail(t, peer, -ESHUTDOWN, why);
+        return -ESHUTDOWN;
+    }
+    return 0;
+}
+
+/* Hand one message to the core; false when it refused it (the pair is then broken). */
+static bool deliver(struct lite_transport *t, struct loop_msg *m)
+{
+    const struct lite_msg_hdr *h = &m->hdr;
+    int rc;
+    if (h->len <= SHORT_MAX) {
+        rc = t->up->recv_msg(t->core, m->src, h, m->data);
+    } else {
+        void *dst = NULL, *token = NULL;
+        rc = t->up->recv_begin(t->core, m->src, h, &dst, &token);
+        if (rc >= 0) {
+            for (uint64_t off = 0; dst && off < h->len; off += PIECE) {
+                uint64_t n = h->len - off < PIECE ? h->len - off : PIECE;
+                memcpy((uint8_t *)dst + off, m->data + off, n);
+            }
+            t->up->recv_end(t->core, m->src, token);
+        }
+    }
+    if (rc >= 0)
+        return true;
+    char why[96];
+    snprintf(why, sizeof(why), "rank %d sent a message the core refused (%d)", m->src, rc);
+    peer_fail(t, m->src, rc, why);
+    return false;
+}
+
+static int loop_progress(struct lite_transport *t, int timeout_ms)
+{
+    int events = 0;
+    /* send_done owed: swap the list out first, the upcalls may post (and owe) more. */
+    if (t->ndone) {
+        struct send_done *d = t->done;
+        size_t n = t->ndone, cap = t->cap;
+        t->done = t->spare;
+        t->cap = t->spare_cap;
+        t->ndone = 0;
+        for (size_t i = 0; i < n; i++)
+            t->up->send_done(t->core, d[i].op, d[i].status);
+        t->spare = d;
+        t->spare_cap = cap;
+        events += (int)n;
+        timeout_ms = 0;
+    }
+    struct loop_inbox *b = t->in;
+    pthread_mutex_lock(&b->mu);
+    if (!b->head && timeout_ms > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += timeout_ms / 1000;
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+    }
+    struct loop_msg *m = b->head;
+    b->head = b->tail = NULL;
+    pthread_mutex_unlock(&b->mu);
+    while (m) {
+        struct loop_msg *next = m->next;
+        if (m->bye) {
+            char why[64];
+            snprintf(why, sizeof(why), "rank %d finalized and closed", m->src);
+            peer_fail(t, m->src, -ESHUTDOWN, why);
+        } else if (!t->failed[m->src]) {
+            deliver(t, m); /* a refused message breaks the pair: later ones are dropped */
+        }
+        free(m);
+        m = next;
+        events++;
+    }
+    return events;
+}
+
+static int loop_probe(char *why, size_t why_len)
+{
+    return 0;
+}
+
+const struct lite_transport_ops lite_loop_ops = {
+    .size = sizeof(struct lite_transport_ops),
+    .abi_version = LITE_TRANSPORT_ABI_VERSION,
+    .name = "loop",
+    .caps = LITE_CAP_NO_AUTO, /* ranks as threads: asked for by name, never picked by "auto" */
+    .probe = loop_probe,
+    .open = loop_open,
+    .close = loop_close,
+    .addr_get = loop_addr_get,
+    .connect_all = loop_connect_all,
+    .msg_send = loop_msg_send,
+    .progress = loop_progress,
+};

@@ -37,13 +37,15 @@ function(lite_backend_decide name found missing outvar)
   endif()
 endfunction()
 
-# lite_test_variant(NAME TRANSPORT tp [ENV K=V ...]): the multi-process tests run once per
-# variant. Every backend gets a default variant named after it; a backend with several
+# lite_test_variant(NAME TRANSPORT tp [ENV K=V ...] [FIXTURE name]): the multi-process tests run
+# once per variant. Every backend gets a default variant named after it; a backend with several
 # configurations worth testing (e.g. libfabric providers) adds more. Values with ';' must be
-# escaped as '\\;'.
+# escaped as '\\;'. FIXTURE: a CTest fixture every test of the variant requires (files its ENV
+# names, made by a FIXTURES_SETUP test).
 function(lite_test_variant name)
-  cmake_parse_arguments(V "" "TRANSPORT" "ENV" ${ARGN})
+  cmake_parse_arguments(V "" "TRANSPORT;FIXTURE" "ENV" ${ARGN})
   set_property(GLOBAL APPEND PROPERTY LITE_TEST_VARIANTS ${name})
   set_property(GLOBAL PROPERTY LITE_VARIANT_${name}_TRANSPORT ${V_TRANSPORT})
   set_property(GLOBAL PROPERTY LITE_VARIANT_${name}_ENV "${V_ENV}")
+  set_property(GLOBAL PROPERTY LITE_VARIANT_${name}_FIXTURE "${V_FIXTURE}")
 endfunction()

@@ -25,6 +25,14 @@
  * stray or hostile connections are read, refused and logged rather than left to time out in the
  * kernel's backlog.
  *
+ * Security (lite_config_t.security ca or psk, docs/TCP.md "Security"): every connection is
+ * TLS 1.3 (tcp_tls.c), handshakes driven by the same epoll loop, the HELLO inside the channel.
+ * In ca mode the rank a certificate names must be the rank its holder claims: the dialling side
+ * checks the server's certificate against the rank it dialled, the accepting side the client's
+ * against its HELLO. Bytes enter and leave through SSL_read / SSL_write at the two places the
+ * plaintext path calls recv / sendmsg: large payloads are decrypted straight into their
+ * destination, small frames are gathered into one record.
+ *
  * LITETX_TCP_PORT=<base> makes rank r listen on port base + r (for firewalls); default: any port.
  * LITETX_TCP_BULK_MIN=<bytes>: the bulk threshold; 0 keeps everything on the main connection
  * (the default on a crowded host, see parse_bulk_env).
@@ -41,6 +49,32 @@
 #include <unistd.h>
 
 #include "lite_int.h"
+#ifdef LITE_HAVE_TLS
+#include "tcp_tls.h"
+#else /* never called: no session is ever made without TLS */
+struct tcp_tls;
+static inline void tcp_tls_free(void *ssl) {}
+static inline ssize_t tcp_tls_read(void *ssl, void *b, size_t n, bool *w)
+{
+    return -1;
+}
+static inline ssize_t tcp_tls_write(void *ssl, const void *b, size_t n, bool *r)
+{
+    return -1;
+}
+static inline bool tcp_tls_pending(void *ssl)
+{
+    return false;
+}
+static inline int tcp_tls_peer_rank(void *ssl)
+{
+    return -1;
+}
+static inline const char *tcp_tls_error(void)
+{
+    return "";
+}
+#endif
 
 #define STAGE_SIZE        (256 * 1024)
 #define BULK_STAGE        4096 /* bulk connections stage headers only: their payloads are large */
@@ -53,6 +87,12 @@
 #define CLOSE_DRAIN_MS    2000
 #define MAX_STRANGERS     16   /* unidentified connections held beyond what the peers need */
 #define HELLO_WAIT_MS     2000 /* a full table drops one that said nothing for this long */
+/* TLS: payloads this large are decrypted straight into place (a record is at most 16 KiB, so
+ * staging them would copy each byte twice); frames are gathered into records of TLS_TXBUF; a
+ * payload of TLS_TX_DIRECT or more is encrypted from where it lies instead. */
+#define TLS_DIRECT_MIN 4096
+#define TLS_TXBUF      16384
+#define TLS_TX_DIRECT  8192
 
 /* What happens when a frame has been written out completely. */
 enum tx_done {
@@ -137,6 +177,9 @@ struct conn {
     struct rma_slot *slots;
     uint32_t nslots, *free_slots, nfree;
     char desc[64];
+    void *ssl;      /* the TLS session when security is on (moves with the socket in adopt) */
+    bool tls_ok;    /* its handshake is done and the peer's rank checked */
+    uint8_t *txbuf; /* TLS: small frames gathered into one record */
 };
 
 /* Per peer, per outgoing stream (0 main, 1 bulk): frames sent (FENCE not counted), and the
@@ -173,11 +216,17 @@ struct lite_transport {
     bool resumed; /* some connection's fence wait ended (conn.resume) */
     struct tx_op *free_ops;
     unsigned polls;
-    uint64_t rx_reads; /* recv calls that returned data, all connections */
-    bool rx_recent;    /* the last poll found data: poll each socket directly (tcp_progress) */
-    bool held;         /* some connection has held frames */
-    bool in_progress;  /* inside tcp_progress / tcp_close: failures may be reported now */
-    bool broken;       /* some connection is broken (conn.broken) */
+    uint64_t rx_reads;   /* recv calls that returned data, all connections */
+    bool rx_recent;      /* the last poll found data: poll each socket directly (tcp_progress) */
+    bool held;           /* some connection has held frames */
+    bool in_progress;    /* inside tcp_progress / tcp_close: failures may be reported now */
+    bool broken;         /* some connection is broken (conn.broken) */
+    struct tcp_tls *tls; /* security on: every connection is TLS */
+    int sec_mode;
+    char refused_why[160]; /* the last connection refused for its credentials, for init's message */
+    int auth_err;          /* a peer this rank dialled failed authentication ... */
+    char auth_why[160];    /* ... and why */
+    char fail_why[160];    /* the last connection failure, for init's message */
 };
 
 static struct conn *conn_of(struct lite_transport *t, int role, int peer)
@@ -218,6 +267,15 @@ static void op_put(struct lite_transport *t, struct tx_op *o)
 {
     o->next = t->free_ops;
     t->free_ops = o;
+}
+
+static void conn_drop_tls(struct conn *c)
+{
+    if (c->ssl) {
+        tcp_tls_free(c->ssl);
+        c->ssl = NULL;
+    }
+    c->tls_ok = false;
 }
 
 static int tcp_probe(char *why, size_t why_len)
@@ -266,6 +324,9 @@ static void conn_fail(struct lite_transport *t, struct conn *c, int code, const 
         close(c->fd);
         c->fd = -1;
     }
+    conn_drop_tls(c);
+    if (why && why != t->fail_why)
+        lite_fmt(t->fail_why, sizeof(t->fail_why), "%s", why);
     drop_txq(t, c, code);
     for (uint32_t i = 0; i < c->nslots; i++) {
         if (c->slots[i].kind) {
@@ -287,10 +348,157 @@ static void conn_fail(struct lite_transport *t, struct conn *c, int code, const 
             conn_fail(t, conn_of(t, r, c->peer), code, why);
 }
 
+/* `left` bytes of the queue's head left: complete the frames they finish. */
+static inline void tx_advance(struct lite_transport *t, struct conn *c, size_t left)
+{
+    while (c->txq && left > 0) {
+        struct tx_op *o = c->txq;
+        size_t total = LITE_WIRE_HDR_LEN + o->len, need = total - o->done;
+        if (left < need) {
+            o->done += left;
+            break;
+        }
+        left -= need;
+        c->txq = o->next;
+        if (!c->txq)
+            c->txq_tail = NULL;
+        tx_complete(t, o, 0);
+    }
+}
+
+/* A failure met outside progress is reported at the next one (transport.h). */
+static void fail_soon(struct lite_transport *t, struct conn *c, int code, const char *why)
+{
+    if (!t->in_progress) {
+        c->broken = code;
+        lite_fmt(c->broken_why, sizeof(c->broken_why), "%s", why);
+        t->broken = true;
+        return;
+    }
+    conn_fail(t, c, code, why);
+}
+
+/* An unidentified connection is closed, and why kept for init's message. */
+static void refuse(struct lite_transport *t, struct conn *c, const char *why)
+{
+    LITE_WARN("tcp rank %d: refused a connection from %s: %s", t->rank, c->desc, why);
+    lite_fmt(t->refused_why, sizeof(t->refused_why), "%s: %s", c->desc, why);
+    epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    c->dead = true;
+    conn_drop_tls(c);
+}
+
+/* Drive c's TLS handshake one step; true once it is done and the peer is who it must be. On a
+ * connection this rank dialled, the certificate must name the rank dialled (ca mode). */
+static bool tls_step(struct lite_transport *t, struct conn *c)
+{
+#ifdef LITE_HAVE_TLS
+    bool want_write = false;
+    char why[160];
+    int rc = tcp_tls_handshake(c->ssl, &want_write, why, sizeof(why));
+    if (rc == 0) {
+        if (want_write != c->out_armed)
+            ep_set(t, c, want_write);
+        return false;
+    }
+    if (rc > 0 && c->peer >= 0 && t->sec_mode == LITE_SEC_CA) {
+        int named = tcp_tls_peer_rank(c->ssl);
+        if (named != c->peer) {
+            lite_fmt(why, sizeof(why), "its certificate is rank %d's, not rank %d's (-1: none)",
+                     named, c->peer);
+            rc = -EACCES;
+        }
+    }
+    if (rc < 0) {
+        if (c->peer < 0) {
+            refuse(t, c, why);
+            return false;
+        }
+        lite_fmt(t->auth_why, sizeof(t->auth_why), "%s refused: %s", c->desc, why);
+        t->auth_err = rc;
+        LITE_ERROR("tcp rank %d: %s", t->rank, t->auth_why);
+        fail_soon(t, c, rc, t->auth_why);
+        return false;
+    }
+    c->tls_ok = true;
+    ep_set(t, c, c->txq != NULL);
+    return true;
+#else
+    return false;
+#endif
+}
+
+/* conn_flush for a TLS connection: frames gathered into one record (a payload of TLS_TX_DIRECT
+ * or more is encrypted from where it lies). A write that must be retried is retried with the
+ * same bytes first: the buffer is rebuilt from the same head of the queue. */
+static void conn_flush_tls(struct lite_transport *t, struct conn *c)
+{
+    if (c->broken || c->dead || (!c->tls_ok && !tls_step(t, c)))
+        return;
+    if (!c->txbuf && !(c->txbuf = malloc(TLS_TXBUF))) {
+        fail_soon(t, c, -ENOMEM, "out of memory for a TLS record");
+        return;
+    }
+    while (c->txq && !c->dead && !c->broken) {
+        const uint8_t *buf = c->txbuf;
+        size_t len = 0;
+        struct tx_op *o = c->txq;
+        if (o->done >= LITE_WIRE_HDR_LEN &&
+            o->len - (o->done - LITE_WIRE_HDR_LEN) >= TLS_TX_DIRECT) {
+            buf = o->payload + (o->done - LITE_WIRE_HDR_LEN);
+            len = o->len - (o->done - LITE_WIRE_HDR_LEN);
+        } else {
+            for (; o && len < TLS_TXBUF; o = o->next) {
+                size_t skip = o->done, n;
+                if (skip < LITE_WIRE_HDR_LEN) {
+                    n = LITE_WIRE_HDR_LEN - skip;
+                    n = n < TLS_TXBUF - len ? n : TLS_TXBUF - len;
+                    memcpy(c->txbuf + len, o->hdr + skip, n);
+                    len += n;
+                    skip = 0;
+                    if (len == TLS_TXBUF)
+                        break;
+                } else {
+                    skip -= LITE_WIRE_HDR_LEN;
+                }
+                size_t rest = o->len - skip;
+                if (rest >= TLS_TX_DIRECT)
+                    break; /* its payload goes from where it lies, in the next write */
+                n = rest < TLS_TXBUF - len ? rest : TLS_TXBUF - len;
+                memcpy(c->txbuf + len, o->payload + skip, n);
+                len += n;
+            }
+        }
+        bool want_read;
+        ssize_t w = tcp_tls_write(c->ssl, buf, len, &want_read);
+        if (w < 0) {
+            if (errno == EAGAIN) {
+                if (!want_read && !c->out_armed)
+                    ep_set(t, c, true);
+                return;
+            }
+            char why[192];
+            lite_fmt(why, sizeof(why), "send to %s failed: %s", c->desc,
+                     errno == EPROTO ? tcp_tls_error() : strerror(errno));
+            fail_soon(t, c, -LITE_ERR_PEER_LOST, why);
+            return;
+        }
+        tx_advance(t, c, (size_t)w);
+    }
+    if (!c->txq && c->out_armed && !c->dead)
+        ep_set(t, c, false);
+}
+
 /* Write as much of the queue as the socket takes, gathering several frames per call. */
 static void conn_flush(struct lite_transport *t, struct conn *c)
 {
     c->held = false;
+    if (c->ssl) {
+        conn_flush_tls(t, c);
+        return;
+    }
     while (c->txq && !c->dead && !c->broken) {
         struct iovec iov[MAX_IOV];
         int n = 0;
@@ -329,21 +537,7 @@ static void conn_flush(struct lite_transport *t, struct conn *c)
             conn_fail(t, c, -LITE_ERR_PEER_LOST, why);
             return;
         }
-        size_t left = (size_t)w;
-        while (c->txq && left > 0) {
-            struct tx_op *o = c->txq;
-            size_t total = LITE_WIRE_HDR_LEN + o->len, need = total - o->done;
-            if (left < need) {
-                o->done += left;
-                left = 0;
-                break;
-            }
-            left -= need;
-            c->txq = o->next;
-            if (!c->txq)
-                c->txq_tail = NULL;
-            tx_complete(t, o, 0);
-        }
+        tx_advance(t, c, (size_t)w);
     }
     if (!c->txq && c->out_armed && !c->dead)
         ep_set(t, c, false);
@@ -388,6 +582,19 @@ static int enqueue_frame(struct lite_transport *t, struct conn *c, const struct 
     return 0;
 }
 
+/* Security on: c's socket gets a TLS session (client: this rank dialled). */
+static int conn_tls_start(struct lite_transport *t, struct conn *c, bool client)
+{
+#ifdef LITE_HAVE_TLS
+    if (!t->tls)
+        return 0;
+    c->ssl = tcp_tls_new(t->tls, c->fd, client);
+    return c->ssl ? 0 : -ENOMEM;
+#else
+    return 0;
+#endif
+}
+
 /* A connection gets its receive stage when it gets a socket (lazy mode allocates none ahead). */
 static int conn_stage(struct conn *c)
 {
@@ -417,6 +624,12 @@ static int dial(struct lite_transport *t, struct conn *c)
         return rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM ? rc : -LITE_ERR_PEER_LOST;
     }
     c->fd = fd;
+    rc = conn_tls_start(t, c, true);
+    if (rc) {
+        close(fd);
+        c->fd = -1;
+        return rc;
+    }
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
     epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
     c->out_armed = true;
@@ -610,6 +823,14 @@ static int adopt(struct lite_transport *t, struct conn *pc, uint64_t rank, bool 
         *why = "hello from a rank that should not connect to this one";
         return -LITE_ERR_PROTOCOL;
     }
+    /* The rank it claims must be the rank its certificate names (ca mode). */
+    if (pc->ssl && t->sec_mode == LITE_SEC_CA && tcp_tls_peer_rank(pc->ssl) != (int)rank) {
+        static __thread char w[96];
+        lite_fmt(w, sizeof(w), "it says it is rank %d, but its certificate is rank %d's", (int)rank,
+                 tcp_tls_peer_rank(pc->ssl));
+        *why = w;
+        return -EACCES;
+    }
     struct conn *c =
         conn_of(t, bulk ? ROLE_BULK_IN : (t->lazy ? ROLE_MAIN_IN : ROLE_MAIN), (int)rank);
     if (c->fd >= 0 || c->dead) {
@@ -623,8 +844,14 @@ static int adopt(struct lite_transport *t, struct conn *pc, uint64_t rank, bool 
     c->fd = pc->fd;
     pc->fd = -1;
     pc->lo = pc->hi = 0;
+    c->ssl = pc->ssl;
+    c->tls_ok = pc->tls_ok;
+    pc->ssl = NULL;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     epoll_ctl(t->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    /* What the session read past the HELLO is not the socket's to signal any more. */
+    if (c->ssl && tcp_tls_pending(c->ssl))
+        c->resume = t->resumed = true;
     return 1;
 }
 
@@ -890,11 +1117,7 @@ static bool rx_parse(struct lite_transport *t, struct conn *c)
         char w[128];
         lite_fmt(w, sizeof(w), "bad data from %s: %s", c->desc, why);
         if (c->peer < 0) {
-            LITE_WARN("tcp rank %d: refused a connection: %s", t->rank, w);
-            epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-            close(c->fd);
-            c->fd = -1;
-            c->dead = true;
+            refuse(t, c, why);
         } else {
             LITE_ERROR("tcp rank %d: %s; dropping the connection", t->rank, w);
             conn_fail(t, c, rc, w);
@@ -904,21 +1127,35 @@ static bool rx_parse(struct lite_transport *t, struct conn *c)
     return !c->paused && !c->dead;
 }
 
+/* recv, or SSL_read on a TLS connection (same results, see tcp_tls_read). */
+static inline ssize_t conn_recv(struct lite_transport *t, struct conn *c, void *buf, size_t len)
+{
+    if (!c->ssl)
+        return recv(c->fd, buf, len, 0);
+    bool want_write;
+    ssize_t n = tcp_tls_read(c->ssl, buf, len, &want_write);
+    if (n < 0 && want_write && !c->out_armed)
+        ep_set(t, c, true);
+    return n;
+}
+
 static void conn_rx_frames(struct lite_transport *t, struct conn *c)
 {
     if (c->paused)
+        return;
+    if (c->ssl && !c->tls_ok && !tls_step(t, c))
         return;
     if (c->lo < c->hi && !rx_parse(t, c)) /* frames left staged by a fence now passed */
         return;
     for (int iter = 0; iter < 64 && !c->dead && c->fd >= 0; iter++) {
         ssize_t n;
         size_t want = 0;
-        bool direct =
-            c->rx_state == RX_PAYLOAD && c->lo == c->hi && c->dst && c->remaining >= DIRECT_MIN;
+        bool direct = c->rx_state == RX_PAYLOAD && c->lo == c->hi && c->dst &&
+                      c->remaining >= (c->ssl ? TLS_DIRECT_MIN : DIRECT_MIN);
         if (direct) {
             if (t->held)
                 flush_held(t); /* answers go before a long read keeps us here */
-            n = recv(c->fd, c->dst, (size_t)c->remaining, 0);
+            n = conn_recv(t, c, c->dst, (size_t)c->remaining);
         } else {
             if (c->hi == c->stage_size ||
                 (c->lo > 0 && c->stage_size - c->hi < LITE_WIRE_HDR_LEN)) {
@@ -932,7 +1169,7 @@ static void conn_rx_frames(struct lite_transport *t, struct conn *c)
             if ((c->last_large || c->peer < 0) && c->rx_state == RX_HDR &&
                 c->hi - c->lo < LITE_WIRE_HDR_LEN)
                 want = LITE_WIRE_HDR_LEN - (c->hi - c->lo);
-            n = recv(c->fd, c->stage + c->hi, want, 0);
+            n = conn_recv(t, c, c->stage + c->hi, want);
         }
         if (n == 0) {
             c->eof = true;
@@ -957,15 +1194,20 @@ static void conn_rx_frames(struct lite_transport *t, struct conn *c)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return;
-            char w[96];
-            lite_fmt(w, sizeof(w), "receive from %s failed: %s", c->desc, strerror(errno));
-            conn_fail(t, c, -LITE_ERR_PEER_LOST, w);
+            char w2[192];
+            lite_fmt(w2, sizeof(w2), "receive from %s failed: %s", c->desc,
+                     errno == EPROTO ? tcp_tls_error() : strerror(errno));
+            if (c->peer < 0)
+                refuse(t, c, w2);
+            else
+                conn_fail(t, c, -LITE_ERR_PEER_LOST, w2);
             return;
         }
         c->idle = 0;
         t->rx_reads++;
         if (direct) {
-            bool drained = (uint64_t)n < c->remaining;
+            /* a TLS read returns a record at most: only EAGAIN says the socket is empty */
+            bool drained = (uint64_t)n < c->remaining && !c->ssl;
             c->dst += n;
             c->remaining -= (uint64_t)n;
             if (c->remaining == 0) {
@@ -976,7 +1218,7 @@ static void conn_rx_frames(struct lite_transport *t, struct conn *c)
                 return; /* a short read: the socket is empty (epoll is level-triggered) */
             continue;
         }
-        bool drained = (size_t)n < want;
+        bool drained = (size_t)n < want && !c->ssl;
         c->hi += (size_t)n;
         if (!rx_parse(t, c) || drained)
             return;
@@ -988,6 +1230,9 @@ static void conn_rx(struct lite_transport *t, struct conn *c)
     c->in_rx = true;
     conn_rx_frames(t, c);
     c->in_rx = false;
+    /* Bytes held by the TLS session wake no epoll: read them on the next round. */
+    if (c->ssl && c->tls_ok && !c->paused && !c->dead && c->fd >= 0 && tcp_tls_pending(c->ssl))
+        c->resume = t->resumed = true;
     if (t->held)
         flush_held(t); /* the answers gathered during this receive, on whichever connection */
     else if (c->txq && !c->dead && c->fd >= 0)
@@ -1012,6 +1257,7 @@ static void run_resumed(struct lite_transport *t)
 
 static void pending_free(struct conn *c)
 {
+    conn_drop_tls(c);
     if (c->fd >= 0)
         close(c->fd);
     free(c->stage);
@@ -1075,6 +1321,12 @@ static void accept_new(struct lite_transport *t)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         c->fd = fd;
         c->peer = -1;
+        if (conn_tls_start(t, c, false)) {
+            LITE_WARN("tcp rank %d: out of memory for a TLS session; refusing a connection",
+                      t->rank);
+            pending_free(c);
+            continue;
+        }
         c->accepted_ns = lite_now_ns();
         char host[64];
         uint16_t port;
@@ -1123,6 +1375,8 @@ static int tcp_progress(struct lite_transport *t, int timeout_ms)
 static int progress_once(struct lite_transport *t, int timeout_ms)
 {
     int handled = 0;
+    if (t->resumed)
+        timeout_ms = 0; /* staged or decrypted frames wait: no sleep in epoll_wait */
     for (int i = 0; i < t->nconns; i++)
         if (t->conns[i].txq && !t->conns[i].dead)
             conn_flush(t, &t->conns[i]);
@@ -1276,7 +1530,19 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
     if (!rc)
         rc = parse_bulk_env(p->size > offsetof(struct lite_transport_params, crowded) && p->crowded,
                             &t->bulk_min);
-    char why[128];
+    char why[256];
+    const struct lite_security *sec =
+        p->size > offsetof(struct lite_transport_params, security) ? p->security : NULL;
+    if (!rc && sec && sec->mode != LITE_SEC_OFF) {
+#ifdef LITE_HAVE_TLS
+        t->sec_mode = sec->mode;
+        rc = tcp_tls_open(sec, &t->tls, why, sizeof(why));
+        if (rc)
+            LITE_ERROR("tcp rank %d: %s", t->rank, why);
+#else
+        rc = -LITE_ERR_CONFIG; /* the core refuses first: no LITE_CAP_ENCRYPTED */
+#endif
+    }
     if (!rc)
         rc = lite_sock_resolve(p->bind_host, port, &t->addr, &t->addr_len, why, sizeof(why));
     if (!rc) {
@@ -1351,6 +1617,22 @@ static int connect_one(struct lite_transport *t, int peer, int role,
     struct lite_wire_hdr h = {.type = LITE_WIRE_HELLO,
                               .flags = role == ROLE_BULK_OUT ? LITE_WIRE_F_BULK : 0,
                               .tag = (uint64_t)t->rank};
+    if (t->tls) {
+        /* The handshake and then the HELLO inside it are driven by progress (connect_all waits
+         * for them). */
+        struct conn *c = conn_of(t, role, peer);
+        c->fd = fd;
+        int rc = conn_tls_start(t, c, true);
+        if (rc) {
+            close(fd);
+            c->fd = -1;
+            return rc;
+        }
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
+        epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
+        c->out_armed = true;
+        return enqueue_frame(t, c, &h, NULL, TX_DONE_NONE, NULL, true);
+    }
     uint8_t hdr[LITE_WIRE_HDR_LEN];
     lite_wire_encode(&h, hdr);
     int rc = lite_sock_write_full(fd, hdr, sizeof(hdr), deadline);
@@ -1390,6 +1672,21 @@ static int lazy_addrs(struct lite_transport *t, const void *const *blobs, const 
     LITE_INFO("tcp rank %d: connections to the %d peers are made on first use", t->rank,
               t->world - 1);
     return 0;
+}
+
+/* TLS: the connections this rank dialled to j finished their handshake and sent the HELLO
+ * (so that a peer that refuses our credentials fails init here, not the first send). */
+static bool tls_dialled_ready(struct lite_transport *t, int j)
+{
+    static const int roles[] = {ROLE_MAIN, ROLE_BULK_OUT};
+    for (int i = 0; i < 2; i++) {
+        struct conn *c = conn_of(t, roles[i], j);
+        if (roles[i] == ROLE_MAIN && j > t->rank)
+            continue; /* j dialled that one */
+        if (c->fd >= 0 && (!c->tls_ok || c->txq))
+            return false;
+    }
+    return true;
 }
 
 static int tcp_connect_all(struct lite_transport *t, const void *const *blobs, const size_t *lens,
@@ -1443,16 +1740,30 @@ static int tcp_connect_all(struct lite_transport *t, const void *const *blobs, c
         for (int j = 0; j < t->world; j++)
             if (j != t->rank &&
                 ((j > t->rank && conn_of(t, ROLE_MAIN, j)->fd < 0) ||
-                 (conn_of(t, ROLE_BULK_IN, j)->fd < 0 && has_bulk(blobs, lens, j)))) {
+                 (conn_of(t, ROLE_BULK_IN, j)->fd < 0 && has_bulk(blobs, lens, j)) ||
+                 (t->tls && !tls_dialled_ready(t, j)))) {
                 nmissing++;
                 missing = missing < 0 ? j : missing;
             }
         if (!nmissing)
             return 0;
+        if (t->auth_err) {
+            lite_fmt(why, why_len, "tcp rank %d: %s", t->rank, t->auth_why);
+            return t->auth_err;
+        }
+        /* A connection lost during init (a peer that refused our credentials closes it). */
+        for (int j = 0; j < t->world; j++) {
+            if (j != t->rank && conn_of(t, ROLE_MAIN, j)->dead) {
+                lite_fmt(why, why_len, "tcp rank %d: connection to rank %d lost during init: %s",
+                         t->rank, j, t->fail_why);
+                return -LITE_ERR_PEER_LOST;
+            }
+        }
         if (lite_now_ns() >= deadline) {
             lite_fmt(why, why_len,
-                     "tcp rank %d: %d rank(s) did not connect in time (first: rank %d)", t->rank,
-                     nmissing, missing);
+                     "tcp rank %d: %d rank(s) did not connect in time (first: rank %d)%s%s",
+                     t->rank, nmissing, missing, t->refused_why[0] ? "; refused: " : "",
+                     t->refused_why);
             return -ETIMEDOUT;
         }
         int rc = tcp_progress(t, lite_ms_left(deadline, 50));
@@ -1522,6 +1833,8 @@ static void tcp_close(struct lite_transport *t)
         free(c->stage);
         free(c->slots);
         free(c->free_slots);
+        free(c->txbuf);
+        conn_drop_tls(c);
     }
     for (int i = 0; t->pending && i < t->npending; i++)
         if (t->pending[i])
@@ -1536,6 +1849,9 @@ static void tcp_close(struct lite_transport *t)
         close(t->listen_fd);
     if (t->epfd >= 0)
         close(t->epfd);
+#ifdef LITE_HAVE_TLS
+    tcp_tls_close(t->tls);
+#endif
     if (t->dialled)
         LITE_DEBUG("tcp rank %d: opened %d connection(s) on first use", t->rank, t->dialled);
     free(t->conns);
@@ -1551,7 +1867,11 @@ const struct lite_transport_ops lite_tcp_ops = {
     .name = "tcp",
     .caps = LITE_CAP_WRITE | LITE_CAP_WRITE_IMM | LITE_CAP_READ | LITE_CAP_EMULATED_RMA |
             LITE_CAP_ORDERED_WRITE_MSG | /* a peer's frames are handled in order (fences) */
-            LITE_CAP_REVOCABLE_RMA,      /* keys are checked per frame; a refusal is an answer */
+            LITE_CAP_REVOCABLE_RMA |     /* keys are checked per frame; a refusal is an answer */
+#ifdef LITE_HAVE_TLS
+            LITE_CAP_ENCRYPTED | /* TLS 1.3 when security is on */
+#endif
+            0,
     .probe = tcp_probe,
     .open = tcp_open,
     .close = tcp_close,

@@ -31,12 +31,20 @@
  *                  timeout: -ETIMEDOUT, the region stays registered and refuses new ops), a
  *                  write rank 0 posts with the keys it still holds lands before lite_mr_dereg
  *                  returns, and no byte lands after it (shm: half of it copied by the writer)
+ *   dead_lock_holder  shm: rank 1 takes the spinlock of its own shm region (as its progress
+ *                  does) and exits holding it while rank 0's send to it spins on that lock in
+ *                  the provider: rank 0's watcher releases it (held 500 ms after the exit),
+ *                  the send returns, and the receive from rank 1 fails with
+ *                  -LITE_ERR_PEER_LOST, all within seconds
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -587,6 +595,66 @@ static void dereg_race(void)
     free(region2);
 }
 
+/* This rank's own rail-0 shm region's lock (the backend maps peers' regions the same way,
+ * efa_peer.c): NULL when the region's layout is not one the backend knows. */
+static pthread_spinlock_t *own_region_lock(struct lite_transport *t)
+{
+    char name[300];
+    size_t len = t->rail[0].name_len;
+    if (!len || len >= sizeof(name))
+        return NULL;
+    memcpy(name, t->rail[0].name, len);
+    name[len] = 0;
+    const char *s = strstr(name, "://");
+    int fd = shm_open(s ? s + 3 : name, O_RDWR, 0);
+    if (fd < 0)
+        return NULL;
+    uint8_t *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return NULL;
+    if (m[0] < 3 || m[0] > 5) /* struct smr_region versions 3-5: the lock at 24 bytes */
+        return NULL;
+    return (pthread_spinlock_t *)(m + 24);
+}
+
+static void dead_lock_holder(void)
+{
+    lite_ctx_t *ctx = mp_init();
+    int me = lite_rank(ctx);
+    CHECK(lite_world_size(ctx) == 2, "needs 2 ranks");
+    struct lite_transport *t = ctx->tp;
+    if (strcmp(t->cfg.provider, "shm") != 0)
+        mp_skip("shm only (its regions' spinlocks)");
+    /* Both ranks run the same libfabric: both know its region layout, or neither does. */
+    if (!t->peers[1 - me].region[0])
+        mp_skip("this libfabric's shm region layout is not one the backend knows");
+    pthread_spinlock_t *lock = me == 1 ? own_region_lock(t) : NULL;
+    CHECK(me == 0 || lock, "rank 1 cannot map its own region");
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    if (me == 1) {
+        /* Taken as its own progress takes it; rank 0's next post to it spins from then on. */
+        pthread_spin_lock(lock);
+        usleep(300000);
+        _exit(0); /* holding it, as a process killed in the middle of its progress */
+    }
+    usleep(100000);
+    uint8_t b[64] = {0};
+    double t0 = now_s();
+    /* Spins in the provider until the watcher releases the lock (0.5 s after rank 1's exit). */
+    int rc = lite_send(ctx, 1, 1, b, 8, 20000);
+    double took = now_s() - t0;
+    CHECK(rc == 0 || rc == -LITE_ERR_PEER_LOST, "send to the dying rank gave %d (%s)", rc,
+          lite_strerror(rc));
+    CHECK(took < 8.0, "the send returned after %.1f s", took);
+    rc = lite_recv(ctx, 1, 1, b, sizeof(b), NULL, 20000);
+    CHECK(rc == -LITE_ERR_PEER_LOST, "receive from the dead rank gave %d (%s): %s", rc,
+          lite_strerror(rc), lite_last_error(ctx));
+    CHECK(now_s() - t0 < 8.0, "the loss took %.1f s", now_s() - t0);
+    printf("rank 0: the send returned after %.3f s; %s\n", took, lite_last_error(ctx));
+    lite_finalize(ctx);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -608,6 +676,8 @@ int main(int argc, char **argv)
         writer_copy();
     else if (!strcmp(mode, "dereg_race"))
         dereg_race();
+    else if (!strcmp(mode, "dead_lock_holder"))
+        dead_lock_holder();
     else
         CHECK(0, "unknown mode '%s'", mode);
     return 0;

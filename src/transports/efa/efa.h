@@ -265,7 +265,10 @@ struct efa_inval {
 /* ---- peers ---- */
 
 struct efa_peer {
-    bool dead;     /* the pair is broken: nothing more is posted */
+    bool dead; /* the pair is broken: nothing more is posted */
+    /* shm: the watcher thread saw the process exit (efa_peer.c). Beside `dead`: a post reads
+     * both, and the thread writes it once. */
+    atomic_bool gone;
     int fail_code; /* it broke outside progress: failed at the next progress (efa_peer.c) */
     char fail_why[96];
     bool lost;      /* the core was told the peer is gone (dead, or it said BYE) */
@@ -299,8 +302,6 @@ struct efa_peer {
     int probe_fd;
     int pidfd;
     uint32_t pid;
-    /* shm: set by the watcher thread when the process exited (efa_peer.c); read without a lock */
-    atomic_bool gone;
     void *region[LITE_MAX_RAILS]; /* shm: the first page of each rail's region, for its lock */
     struct sockaddr_storage sa;
     socklen_t salen;

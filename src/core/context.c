@@ -206,6 +206,13 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
                                     sec_need[ctx->s.sec.mode], &chosen, why, sizeof(why));
     if (rc)
         return init_fail(ctx, rc, why);
+    /* A fallback of auto is said loudly once per job, not by every rank. */
+    if (why[0]) {
+        if (ctx->s.rank == 0)
+            LITE_WARN("transport auto: using %s: %s", chosen->name, why);
+        else
+            LITE_INFO("transport auto: using %s: %s", chosen->name, why);
+    }
     rc = lite_transport_fill(chosen, &ctx->ops);
     if (rc)
         return init_fail(ctx, rc, "transport table has a wrong ABI version");

@@ -208,7 +208,8 @@ const struct lite_transport_ops *const *lite_registry(size_t *count);
 /*
  * Pick a transport from `table` by name ("auto" = the first whose probe succeeds). A named
  * transport that is absent or unusable is an error (-LITE_ERR_NO_TRANSPORT, reason in why),
- * never a silent fallback; auto's fallbacks are logged at warn level.
+ * never a silent fallback. When auto succeeds, why names the transports it passed over and
+ * why ("" when none): the caller reports it once per job (lite_init: rank 0 at warn level).
  */
 int lite_transport_select(const struct lite_transport_ops *const *table, size_t count,
                           const char *name, const struct lite_transport_ops **out, char *why,

@@ -64,19 +64,30 @@ int lite_transport_select(const struct lite_transport_ops *const *table, size_t 
 {
     char reason[256];
     *out = NULL;
+    if (why_len)
+        why[0] = '\0';
     if (!name || strcmp(name, "auto") == 0) {
+        size_t used = 0;
         for (size_t i = 0; i < count; i++) {
             if (table[i]->caps & LITE_CAP_NO_AUTO)
                 continue; /* test and in-process backends: by name only */
             int rc = probe_one(table[i], reason, sizeof(reason));
             if (rc == 0) {
                 *out = table[i];
-                return 0;
+                return 0; /* why: the ones passed over, for the caller to report once */
             }
-            LITE_WARN("transport auto: %s not usable (%s), falling back", table[i]->name,
-                      reason[0] ? reason : lite_strerror(rc));
+            LITE_DEBUG("transport auto: %s not usable (%s)", table[i]->name,
+                       reason[0] ? reason : lite_strerror(rc));
+            if (used < why_len)
+                used += (size_t)snprintf(why + used, why_len - used, "%s%s not usable (%s)",
+                                         used ? "; " : "", table[i]->name,
+                                         reason[0] ? reason : lite_strerror(rc));
         }
-        lite_fmt(why, why_len, "transport auto: no compiled-in transport is usable on this host");
+        char tried[512];
+        lite_fmt(tried, sizeof(tried), "%s", why_len ? why : "");
+        lite_fmt(why, why_len,
+                 "transport auto: no compiled-in transport is usable on this host%s%s",
+                 tried[0] ? ": " : "", tried);
         return -LITE_ERR_NO_TRANSPORT;
     }
     for (size_t i = 0; i < count; i++) {

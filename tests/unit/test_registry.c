@@ -57,6 +57,9 @@ static void test_auto_falls_back(void **state)
     char why[256] = "";
     assert_int_equal(lite_transport_select(table, 3, "auto", &out, why, sizeof(why)), 0);
     assert_ptr_equal(out, &fake_tcp);
+    /* the ones passed over, for lite_init to report once per job */
+    assert_non_null(strstr(why, "fake_rdma not usable"));
+    assert_non_null(strstr(why, "fake_efa not usable"));
     assert_int_equal(lite_transport_select(table, 3, NULL, &out, why, sizeof(why)), 0);
     assert_ptr_equal(out, &fake_tcp);
 }
@@ -68,6 +71,7 @@ static void test_auto_prefers_first_usable(void **state)
     char why[256];
     assert_int_equal(lite_transport_select(t2, 2, "auto", &out, why, sizeof(why)), 0);
     assert_ptr_equal(out, &fake_tcp);
+    assert_string_equal(why, ""); /* nothing passed over */
 }
 
 static void test_auto_nothing_usable(void **state)
@@ -78,6 +82,7 @@ static void test_auto_nothing_usable(void **state)
                      -LITE_ERR_NO_TRANSPORT);
     assert_null(out);
     assert_non_null(strstr(why, "no compiled-in transport"));
+    assert_non_null(strstr(why, "fake_efa not usable")); /* and why each is not */
 }
 
 /* Asking for a transport by name never falls back silently. */

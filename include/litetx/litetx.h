@@ -137,7 +137,14 @@ typedef struct lite_config {
     const char *security_key;  /* ca: its private key (PEM) */
     const char *security_ca;   /* ca: the CA certificate(s) (PEM) every rank's must chain to */
     const char *security_psk;  /* psk: a file holding the job's pre-shared key in hex */
+    /* Room to grow: lite_config_default() returns the struct by value, so its size must never
+     * change (a program built against an older header would be written past its copy). New
+     * fields take the place of reserved ones; lite_config_default() zeroes them. */
+    void *reserved[19];
 } lite_config_t;
+
+/* sizeof(lite_config_t) on 64-bit targets, fixed for the life of the ABI. */
+#define LITE_CONFIG_SIZE 256
 
 /* Pass as a timeout to use the context's op_timeout_ms. */
 #define LITE_TIMEOUT_DEFAULT (-2)

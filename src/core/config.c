@@ -49,6 +49,11 @@
 /* The struct's "unset" value for the timeouts (LITE_TIMEOUT_INFINITE is a real value). */
 #define CFG_TIMEOUT_UNSET (-2)
 
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(sizeof(lite_config_t) == LITE_CONFIG_SIZE,
+               "lite_config_t's size is part of the ABI: take new fields from reserved[]");
+#endif
+
 LITE_API lite_config_t lite_config_default(void)
 {
     lite_config_t c;

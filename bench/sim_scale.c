@@ -6,11 +6,14 @@
  * canonical fold. Prints, per phase, the messages each rank handed the backend (maximum over
  * ranks, and what the algorithm needs), and the memory the contexts hold per rank.
  *
- *   bench/sim_scale [-q] N               e.g. build/bench/sim_scale 1024
+ *   bench/sim_scale [-q|-i] N            e.g. build/bench/sim_scale 1024
  *
  * -q (for thousands of ranks): the barrier, an allreduce of 8 bytes and the alltoall only; the
  * 4 KiB allreduce's `direct` algorithm alone puts N x (N - 1) x 4 KiB in flight (4 GiB at 1,024
- * ranks). Run one N per process: the resident-set figure is a difference.
+ * ranks). -i: init and the barrier only (past a few thousand threads on 2 cores, the N^2
+ * messages of the other collectives take the harness, not the library, minutes: every one is
+ * a malloc and a mutex shared by all threads). Run one N per process: the resident-set figure
+ * is a difference.
  *
  * Counting: the harness wraps the context's msg_send (a copy of the backend's table lives in
  * each context) and counts per thread. Memory: the process's resident set after every rank has
@@ -63,7 +66,7 @@ struct rank {
 
 static pthread_barrier_t g_inited, g_measured;
 static atomic_int g_fail;
-static bool g_quick;
+static bool g_quick, g_init_only;
 
 static double now_s(void)
 {
@@ -147,6 +150,8 @@ static void *rank_main(void *p)
     if (rc)
         FAIL(r, "barrier: %s: %s", lite_strerror(rc), lite_last_error(ctx));
     mark(r, PH_BARRIER);
+    if (g_init_only)
+        goto done;
     allreduce(r, ctx, g_quick ? 1 : SMALL);
     mark(r, PH_AR_SMALL);
     if (!g_quick)
@@ -166,6 +171,7 @@ static void *rank_main(void *p)
     mark(r, PH_A2A);
     free(s);
     free(d);
+done:
     ctx->ops.msg_send = real_send;
     rc = lite_finalize(ctx);
     if (rc)
@@ -235,7 +241,7 @@ static int run(int n)
            n, init_wall, init_max, coll_wall, (double)(rss1 - rss0) / n, rss0, rss1,
            atomic_load(&g_fail) ? ", FAILED" : ", results checked");
     for (int p = PH_BARRIER; p < PH_COUNT; p++)
-        if (!g_quick || p != PH_AR_BIG)
+        if ((!g_quick || p != PH_AR_BIG) && (!g_init_only || p == PH_BARRIER))
             printf(
                 "sim_scale: %d ranks: %-18s messages per rank %llu..%llu, payload bytes per rank "
                 "max %llu\n",
@@ -260,13 +266,14 @@ int main(int argc, char **argv)
         return 77;
     }
     int i = 1;
-    if (i < argc && !strcmp(argv[i], "-q")) {
-        g_quick = true;
+    if (i < argc && (!strcmp(argv[i], "-q") || !strcmp(argv[i], "-i"))) {
+        g_quick = argv[i][1] == 'q';
+        g_init_only = argv[i][1] == 'i';
         i++;
     }
     int n = i < argc ? atoi(argv[i]) : 64;
     if (n < 1 || n > 65536) {
-        fprintf(stderr, "usage: sim_scale [-q] N (1..65536)\n");
+        fprintf(stderr, "usage: sim_scale [-q|-i] N (1..65536)\n");
         return 2;
     }
     return run(n);

@@ -48,14 +48,16 @@ struct loop_inbox {
     struct loop_msg *head, *tail; /* under mu */
     bool closed;                  /* under mu: the owner closed, sends to it fail */
     uint64_t id;
-    int refs;                    /* under g_mu: the owner and each connected peer */
-    struct loop_inbox *reg_next; /* under g_mu */
+    int refs; /* under g_mu: the owner and each connected peer */
 };
 
 /* Process-wide registry of live inboxes (several jobs of threads may share one process). */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct loop_inbox *g_inboxes;
-static uint64_t g_next_id;
+/* Live inboxes by id (ids are never reused; a closed one's entry is NULL): a rank of an N-rank
+ * job looks up N of them, so a list walked per lookup made a job's start cost N^3 under the
+ * one lock (minutes at 4,096 ranks). */
+static struct loop_inbox **g_by_id;
+static uint64_t g_next_id, g_cap;
 
 struct send_done {
     void *op;
@@ -78,11 +80,7 @@ static void inbox_unref(struct loop_inbox *b)
     pthread_mutex_lock(&g_mu);
     bool last = --b->refs == 0;
     if (last)
-        for (struct loop_inbox **pp = &g_inboxes; *pp; pp = &(*pp)->reg_next)
-            if (*pp == b) {
-                *pp = b->reg_next;
-                break;
-            }
+        g_by_id[b->id] = NULL;
     pthread_mutex_unlock(&g_mu);
     if (!last)
         return;
@@ -121,9 +119,25 @@ static int loop_open(const struct lite_transport_params *params, struct lite_tra
     pthread_cond_init(&b->cv, NULL);
     b->refs = 1;
     pthread_mutex_lock(&g_mu);
+    if (g_next_id + 1 >= g_cap) {
+        uint64_t cap = g_cap ? g_cap * 2 : 64;
+        struct loop_inbox **by = realloc(g_by_id, cap * sizeof(*by));
+        if (!by) {
+            pthread_mutex_unlock(&g_mu);
+            pthread_cond_destroy(&b->cv);
+            pthread_mutex_destroy(&b->mu);
+            free(b);
+            free(t->peers);
+            free(t->failed);
+            free(t);
+            return -ENOMEM;
+        }
+        memset(by + g_cap, 0, (cap - g_cap) * sizeof(*by));
+        g_by_id = by;
+        g_cap = cap;
+    }
     b->id = ++g_next_id;
-    b->reg_next = g_inboxes;
-    g_inboxes = b;
+    g_by_id[b->id] = b;
     pthread_mutex_unlock(&g_mu);
     t->in = b;
     *out = t;
@@ -212,9 +226,7 @@ static int loop_connect_all(struct lite_transport *t, const void *const *blobs, 
             return -LITE_ERR_CONFIG;
         }
         pthread_mutex_lock(&g_mu);
-        struct loop_inbox *b = g_inboxes;
-        while (b && b->id != id)
-            b = b->reg_next;
+        struct loop_inbox *b = id < g_cap ? g_by_id[id] : NULL; /* the id came off the wire */
         if (b)
             b->refs++;
         pthread_mutex_unlock(&g_mu);

@@ -111,8 +111,7 @@ int tcp_tls_open(const struct lite_security *sec, struct tcp_tls **out, char *wh
         SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
         /* Writes return after each record that left, from a buffer that may move between
          * retries (tcp.c gathers small frames into its own buffer, rebuilt on a retry). */
-        SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                                  SSL_MODE_RELEASE_BUFFERS);
+        SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
         /* Read what the socket has, not a record header then its body: half the recv calls. */
         SSL_CTX_set_read_ahead(ctx, 1);
         SSL_CTX_set_default_read_buffer_len(ctx, 64 * 1024);

@@ -19,10 +19,14 @@
 
 #include "lite_int.h"
 
-#define BS_MAGIC         0x5342544cu /* "LTBS" */
-#define BS_HDR           20
-#define BS_MAX_PAYLOAD   (1u << 24)
-#define BS_HELLO_WAIT_MS 2000 /* how long an accepted connection gets to introduce itself */
+#define BS_MAGIC       0x5342544cu /* "LTBS" */
+#define BS_HDR         20
+#define BS_MAX_PAYLOAD (1u << 24)
+/* How long an accepted connection gets to introduce itself. Generous: a rank's connect and its
+ * hello are apart by one scheduling delay, which on a host running thousands of ranks (or
+ * threads) exceeded 2 s, and a dropped rank has to start again; strangers are bounded by count
+ * (below), not by this wait. */
+#define BS_HELLO_WAIT_MS 10000
 /* Connections held before they said hello: the ranks still to come plus this many strangers;
  * past that the oldest stranger is dropped (a rank it was retries). */
 #define BS_STRANGER_MARGIN 32

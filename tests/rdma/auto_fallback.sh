@@ -12,8 +12,11 @@ fi
 out=$(LITETX_LOG_LEVEL=info "$RUN" -n 2 -t 60 --transport auto "$P2P" 2>&1)
 rc=$?
 echo "$out" | grep -E "not usable|: transport " | head -n 6
-echo "$out" | grep -q "transport auto: rdma not usable" ||
+echo "$out" | grep -q "transport auto: using [a-z0-9_]*: .*rdma not usable" ||
     { echo "FAIL: auto did not say why rdma was skipped"; exit 1; }
+# loud once per job: rank 0 at warn, the other ranks at info
+[ "$(echo "$out" | grep -c "warn: transport auto: using")" = 1 ] ||
+    { echo "FAIL: the fallback warning is not said exactly once"; exit 1; }
 # both ranks opened another transport (whether that transport then finishes its run is the
 # business of its own tests: the exit status is shown, not judged)
 picked=$(echo "$out" | grep -oE "rank [0-9]+/2: transport [a-z0-9_]+" | awk '{print $4}' | sort -u)

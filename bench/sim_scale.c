@@ -6,14 +6,15 @@
  * canonical fold. Prints, per phase, the messages each rank handed the backend (maximum over
  * ranks, and what the algorithm needs), and the memory the contexts hold per rank.
  *
- *   bench/sim_scale [-q|-i] N            e.g. build/bench/sim_scale 1024
+ *   bench/sim_scale [-q|-i] [-x] N       e.g. build/bench/sim_scale 1024
  *
  * -q (for thousands of ranks): the barrier, an allreduce of 8 bytes and the alltoall only; the
  * 4 KiB allreduce's `direct` algorithm alone puts N x (N - 1) x 4 KiB in flight (4 GiB at 1,024
  * ranks). -i: init and the barrier only (past a few thousand threads on 2 cores, the N^2
  * messages of the other collectives take the harness, not the library, minutes: every one is
  * a malloc and a mutex shared by all threads). Run one N per process: the resident-set figure
- * is a difference.
+ * is a difference. -x: exit without finalizing (every rank says goodbye to every peer: N^2
+ * messages, minutes past a few thousand ranks in one process).
  *
  * Counting: the harness wraps the context's msg_send (a copy of the backend's table lives in
  * each context) and counts per thread. Memory: the process's resident set after every rank has
@@ -64,9 +65,9 @@ struct rank {
     int failed;
 };
 
-static pthread_barrier_t g_inited, g_measured;
+static pthread_barrier_t g_inited, g_measured, g_worked, g_release;
 static atomic_int g_fail;
-static bool g_quick, g_init_only;
+static bool g_quick, g_init_only, g_no_finalize;
 
 static double now_s(void)
 {
@@ -140,6 +141,8 @@ static void *rank_main(void *p)
         FAIL(r, "lite_init: %s: %s", lite_strerror(rc), lite_init_error());
         pthread_barrier_wait(&g_inited);
         pthread_barrier_wait(&g_measured);
+        pthread_barrier_wait(&g_worked);
+        pthread_barrier_wait(&g_release);
         return NULL;
     }
     ctx->ops.msg_send = counting_send;
@@ -173,6 +176,8 @@ static void *rank_main(void *p)
     free(d);
 done:
     ctx->ops.msg_send = real_send;
+    pthread_barrier_wait(&g_worked);  /* the main thread reports */
+    pthread_barrier_wait(&g_release); /* ... and lets the ranks finalize, or exits (-x) */
     rc = lite_finalize(ctx);
     if (rc)
         FAIL(r, "finalize: %s", lite_strerror(rc));
@@ -202,6 +207,8 @@ static int run(int n)
     snprintf(root, sizeof(root), "127.0.0.1:%d", free_port());
     pthread_barrier_init(&g_inited, NULL, (unsigned)n + 1);
     pthread_barrier_init(&g_measured, NULL, (unsigned)n + 1);
+    pthread_barrier_init(&g_worked, NULL, (unsigned)n + 1);
+    pthread_barrier_init(&g_release, NULL, (unsigned)n + 1);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024);
@@ -221,8 +228,7 @@ static int run(int n)
     long rss1 = rss_kib();
     pthread_barrier_wait(&g_measured);
     t0 = now_s();
-    for (int i = 0; i < n; i++)
-        pthread_join(rk[i].th, NULL);
+    pthread_barrier_wait(&g_worked);
     double coll_wall = now_s() - t0;
     double init_max = 0;
     uint64_t mx[PH_COUNT] = {0}, mn[PH_COUNT], bx[PH_COUNT] = {0};
@@ -247,6 +253,17 @@ static int run(int n)
                 "max %llu\n",
                 n, g_quick && p == PH_AR_SMALL ? "allreduce 8 B" : phase_name[p],
                 (unsigned long long)mn[p], (unsigned long long)mx[p], (unsigned long long)bx[p]);
+    fflush(stdout);
+    if (g_no_finalize)
+        _exit(atomic_load(&g_fail));
+    t0 = now_s();
+    pthread_barrier_wait(&g_release);
+    for (int i = 0; i < n; i++)
+        pthread_join(rk[i].th, NULL);
+    printf("sim_scale: %d ranks: finalize %.2f s%s\n", n, now_s() - t0,
+           atomic_load(&g_fail) ? ", FAILED" : "");
+    pthread_barrier_destroy(&g_worked);
+    pthread_barrier_destroy(&g_release);
     pthread_barrier_destroy(&g_inited);
     pthread_barrier_destroy(&g_measured);
     free(rk);
@@ -266,14 +283,19 @@ int main(int argc, char **argv)
         return 77;
     }
     int i = 1;
-    if (i < argc && (!strcmp(argv[i], "-q") || !strcmp(argv[i], "-i"))) {
-        g_quick = argv[i][1] == 'q';
-        g_init_only = argv[i][1] == 'i';
-        i++;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (!strcmp(argv[i], "-q"))
+            g_quick = true;
+        else if (!strcmp(argv[i], "-i"))
+            g_init_only = true;
+        else if (!strcmp(argv[i], "-x"))
+            g_no_finalize = true;
+        else
+            break;
     }
     int n = i < argc ? atoi(argv[i]) : 64;
     if (n < 1 || n > 65536) {
-        fprintf(stderr, "usage: sim_scale [-q|-i] N (1..65536)\n");
+        fprintf(stderr, "usage: sim_scale [-q|-i] [-x] N (1..65536)\n");
         return 2;
     }
     return run(n);

@@ -467,7 +467,8 @@ static void conn_flush_tls(struct lite_transport *t, struct conn *c)
                 if (rest >= TLS_TX_DIRECT)
                     break; /* its payload goes from where it lies, in the next write */
                 n = rest < TLS_TXBUF - len ? rest : TLS_TXBUF - len;
-                memcpy(c->txbuf + len, o->payload + skip, n);
+                if (n) /* a frame without payload has none to copy (payload NULL) */
+                    memcpy(c->txbuf + len, o->payload + skip, n);
                 len += n;
             }
         }

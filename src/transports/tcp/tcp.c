@@ -606,6 +606,26 @@ static int conn_stage(struct conn *c)
     return c->stage ? 0 : -ENOMEM;
 }
 
+/* c gets fd, a socket this rank connected (or is connecting): TLS starts if it is on, and the
+ * HELLO is queued first, to leave when the socket is writable (EPOLLOUT). */
+static int conn_dialled(struct lite_transport *t, struct conn *c, int fd, bool flush)
+{
+    c->fd = fd;
+    int rc = conn_tls_start(t, c, true);
+    if (rc) {
+        close(fd);
+        c->fd = -1;
+        return rc;
+    }
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
+    epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
+    c->out_armed = true;
+    struct lite_wire_hdr h = {.type = LITE_WIRE_HELLO,
+                              .flags = c->role == ROLE_BULK_OUT ? LITE_WIRE_F_BULK : 0,
+                              .tag = (uint64_t)t->rank};
+    return enqueue_frame(t, c, &h, NULL, TX_DONE_NONE, NULL, flush);
+}
+
 /* Lazy mode: open c (this rank's main or bulk connection to c->peer) now. The connect completes
  * in the background; the HELLO and the frames queued behind it leave once it has (EPOLLOUT). */
 static int dial(struct lite_transport *t, struct conn *c)
@@ -624,22 +644,12 @@ static int dial(struct lite_transport *t, struct conn *c)
         close(fd);
         return rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM ? rc : -LITE_ERR_PEER_LOST;
     }
-    c->fd = fd;
-    rc = conn_tls_start(t, c, true);
-    if (rc) {
-        close(fd);
-        c->fd = -1;
-        return rc;
+    rc = conn_dialled(t, c, fd, false);
+    if (!rc) {
+        t->dialled++;
+        LITE_DEBUG("tcp rank %d: connecting to %s on first use", t->rank, c->desc);
     }
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
-    epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
-    c->out_armed = true;
-    t->dialled++;
-    LITE_DEBUG("tcp rank %d: connecting to %s on first use", t->rank, c->desc);
-    struct lite_wire_hdr h = {.type = LITE_WIRE_HELLO,
-                              .flags = c->role == ROLE_BULK_OUT ? LITE_WIRE_F_BULK : 0,
-                              .tag = (uint64_t)t->rank};
-    return enqueue_frame(t, c, &h, NULL, TX_DONE_NONE, NULL, false);
+    return rc;
 }
 
 /* The connection this rank sends `peer` its main (s = 0) or bulk (s = 1) frames on, connected
@@ -1615,25 +1625,13 @@ static int connect_one(struct lite_transport *t, int peer, int role,
     int fd = lite_sock_connect(ss, sl, deadline, last_err);
     if (fd < 0)
         return fd;
+    /* With TLS the handshake and then the HELLO inside it are driven by progress (connect_all
+     * waits for them). */
+    if (t->tls)
+        return conn_dialled(t, conn_of(t, role, peer), fd, true);
     struct lite_wire_hdr h = {.type = LITE_WIRE_HELLO,
                               .flags = role == ROLE_BULK_OUT ? LITE_WIRE_F_BULK : 0,
                               .tag = (uint64_t)t->rank};
-    if (t->tls) {
-        /* The handshake and then the HELLO inside it are driven by progress (connect_all waits
-         * for them). */
-        struct conn *c = conn_of(t, role, peer);
-        c->fd = fd;
-        int rc = conn_tls_start(t, c, true);
-        if (rc) {
-            close(fd);
-            c->fd = -1;
-            return rc;
-        }
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
-        epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
-        c->out_armed = true;
-        return enqueue_frame(t, c, &h, NULL, TX_DONE_NONE, NULL, true);
-    }
     uint8_t hdr[LITE_WIRE_HDR_LEN];
     lite_wire_encode(&h, hdr);
     int rc = lite_sock_write_full(fd, hdr, sizeof(hdr), deadline);

@@ -181,10 +181,10 @@ struct lite_settings {
     uint16_t root_port;
     char transport[LITE_NAME_MAX]; /* "auto" or a name */
     int log_level;
-    int init_timeout_ms; /* >= 0 or LITE_TIMEOUT_INFINITE */
-    int op_timeout_ms;   /* >= 0 or LITE_TIMEOUT_INFINITE */
-    int credits;         /* eager slots granted to each peer */
-    int rndv_threshold;  /* bytes from which messages go by rendezvous */
+    int init_timeout_ms;      /* >= 0 or LITE_TIMEOUT_INFINITE */
+    int op_timeout_ms;        /* >= 0 or LITE_TIMEOUT_INFINITE */
+    int credits;              /* eager slots granted to each peer */
+    int rndv_threshold;       /* bytes from which messages go by rendezvous */
     struct lite_security sec; /* security.c: checked credentials (mode LITE_SEC_OFF: none) */
 };
 

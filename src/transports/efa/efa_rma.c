@@ -313,6 +313,39 @@ static int send_imm(struct lite_transport *t, struct efa_rma *m)
     return lite_efa_ctl_send(t, m->peer, LITE_EFA_T_IMM, m->ack_id, b, m->imm_count > 1 ? 8 : 4);
 }
 
+/* Post m's n pieces, in order behind this peer's queued stripes (other peers' queues do not hold
+ * it up). A piece the provider refuses for now waits in the peer's queue; one it refuses for
+ * good fails the rest of m (pieces already posted complete later). */
+static void post_pieces(struct lite_transport *t, struct efa_rma *m, struct efa_piece *piece,
+                        uint32_t n, bool later)
+{
+    struct efa_peer *p = &t->peers[m->peer];
+    for (uint32_t i = 0; i < n; i++) {
+        struct efa_piece *pc = &piece[i];
+        bool queued = p->rma_queued > 0;
+        int rc = queued ? -FI_EAGAIN : post_piece(t, pc);
+        if (rc == -FI_EAGAIN) {
+            if (!queued)
+                lite_efa_peer_stuck(t, m->peer, true); /* counts towards liveness, as messages */
+            retry_push(t, pc);
+        } else if (rc) {
+            int peer = m->peer;
+            m->status = lite_efa_loss_code(t, lite_efa_err(rc));
+            m->left -= n - i;
+            if (m->left == 0)
+                finish(t, m, m->status, later);
+            /* A refused connection (tcp;ofi_rxm: the peer is gone) breaks the pair, as a
+             * refused message does. */
+            if (lite_efa_err_is_conn(rc) && !t->closing)
+                lite_efa_peer_fail(t, peer, -LITE_ERR_PEER_LOST,
+                                   "one-sided op: connection refused");
+            return;
+        } else {
+            lite_efa_peer_stuck(t, m->peer, false);
+        }
+    }
+}
+
 /* The key is confirmed (q): check the op against it and post its stripes. */
 static void start(struct lite_transport *t, struct efa_rma *m, const struct efa_qent *q, bool later)
 {
@@ -384,33 +417,7 @@ static void start(struct lite_transport *t, struct efa_rma *m, const struct efa_
             }
         }
     }
-    for (uint32_t i = 0; i < n; i++) {
-        struct efa_piece *pc = &m->piece[i];
-        /* Behind this peer's queued stripes, so its ops go out in order; other peers' queues
-         * do not hold it up. */
-        bool queued = p->rma_queued > 0;
-        int rc = queued ? -FI_EAGAIN : post_piece(t, pc);
-        if (rc == -FI_EAGAIN) {
-            if (!queued)
-                lite_efa_peer_stuck(t, m->peer, true); /* counts towards liveness, as messages */
-            retry_push(t, pc);
-        } else if (rc) {
-            /* Stripes already posted complete later; the rest count as failed now. */
-            int peer = m->peer;
-            m->status = lite_efa_loss_code(t, lite_efa_err(rc));
-            m->left -= n - i;
-            if (m->left == 0)
-                finish(t, m, m->status, later);
-            /* A refused connection (tcp;ofi_rxm: the peer is gone) breaks the pair, as a
-             * refused message does. */
-            if (lite_efa_err_is_conn(rc) && !t->closing)
-                lite_efa_peer_fail(t, peer, -LITE_ERR_PEER_LOST,
-                                   "one-sided op: connection refused");
-            return;
-        } else {
-            lite_efa_peer_stuck(t, m->peer, false);
-        }
-    }
+    post_pieces(t, m, m->piece, n, later);
 }
 
 /* ---- paged batches ----
@@ -495,28 +502,7 @@ void lite_efa_batch_close(struct lite_transport *t, bool later)
     m->imm_after = m->r.has_imm && t->imm_mode != IMM_CQDATA64;
     m->imm_count = b->nops;
     m->npieces = m->left = n;
-    for (uint32_t i = 0; i < n; i++) {
-        struct efa_piece *pc = &b->pieces[i];
-        bool queued = p->rma_queued > 0;
-        int rc = queued ? -FI_EAGAIN : post_piece(t, pc);
-        if (rc == -FI_EAGAIN) {
-            if (!queued)
-                lite_efa_peer_stuck(t, m->peer, true);
-            retry_push(t, pc);
-        } else if (rc) {
-            int peer = m->peer;
-            m->status = lite_efa_loss_code(t, lite_efa_err(rc));
-            m->left -= n - i;
-            if (m->left == 0)
-                finish(t, m, m->status, later);
-            if (lite_efa_err_is_conn(rc) && !t->closing)
-                lite_efa_peer_fail(t, peer, -LITE_ERR_PEER_LOST,
-                                   "one-sided op: connection refused");
-            return;
-        } else {
-            lite_efa_peer_stuck(t, m->peer, false);
-        }
-    }
+    post_pieces(t, m, b->pieces, n, later);
 }
 
 /* Gather this op into the open batch (or open one). 1: taken; 0: not a batch's op (any open

@@ -18,7 +18,7 @@
  *     LITE_CAP_WRITE_IMM or LITE_CAP_READ, just those ops are emulated.
  *   - msg_inject: msg_send.
  *   - probe: the backend is always usable.
- *   Ops that stay NULL otherwise are replaced with stubs returning -ENOSYS, and the caller gets
+ *   Ops that stay NULL otherwise are replaced with defaults returning -ENOSYS, and the caller gets
  *   "operation X is not supported by transport Y".
  *
  * THREADING AND PROGRESS

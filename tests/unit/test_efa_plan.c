@@ -107,6 +107,13 @@ static void test_blob_roundtrip(void **state)
     for (size_t l = 0; l < len; l++)
         assert_int_equal(lite_efa_blob_unpack(out, l, &bl), -EPROTO);
     assert_int_equal(lite_efa_blob_unpack(out, len + 1, &bl), -EPROTO);
+    out[2] = 1; /* reserved byte */
+    assert_int_equal(lite_efa_blob_unpack(out, len, &bl), -EPROTO);
+    out[2] = 0;
+    out[3] = 0x80;
+    assert_int_equal(lite_efa_blob_unpack(out, len, &bl), -EPROTO);
+    out[3] = 0;
+    assert_int_equal(lite_efa_blob_unpack(out, len, &bl), 0);
     out[0] = 9; /* version */
     assert_int_equal(lite_efa_blob_unpack(out, len, &bl), -EPROTO);
 }

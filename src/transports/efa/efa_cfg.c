@@ -4,6 +4,8 @@
  * remote CQ data, send-after-send order) and what it copes with (every mr_mode bit below, the
  * FI_CONTEXT/FI_CONTEXT2 modes).
  */
+#include <ctype.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +24,10 @@ static int env_u64(const char *name, uint64_t def, uint64_t lo, uint64_t hi, uin
     if (!v || !*v)
         return 0;
     char *end;
+    errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
-    if (*end || v[0] == '-' || x < lo || x > hi) {
+    /* strtoull would take " 5", "+5" and "-5" (as a huge value): digits only. */
+    if (*end || !isdigit((unsigned char)v[0]) || errno == ERANGE || x < lo || x > hi) {
         lite_fmt(why, why_len, "%s=\"%s\": must be an integer in [%llu, %llu]", name, v,
                  (unsigned long long)lo, (unsigned long long)hi);
         return -LITE_ERR_CONFIG;
@@ -66,7 +70,9 @@ int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len)
 {
     memset(cfg, 0, sizeof(*cfg));
     int rc = provider_from_env(cfg, why, why_len);
-    uint64_t rails, eager, credits, rndv, stripe, ka, pto, poll, hmem, dcb, yield, wcopy;
+    /* Zero so that a failed read (rc set) never leaves one read uninitialised below. */
+    uint64_t rails = 0, eager = 0, credits = 0, rndv = DEFAULT_EAGER, stripe = 0, ka = 0, pto = 0,
+             poll = 0, hmem = 0, dcb = 0, yield = 0, wcopy = 0;
     /* The core sends eagerly below its rendezvous threshold; buffers need not be larger. */
     if (!rc)
         rc = env_u64("LITETX_RNDV_THRESHOLD", DEFAULT_EAGER, 64, 1ull << 30, &rndv, why, why_len);

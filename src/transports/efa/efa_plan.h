@@ -118,8 +118,9 @@ static inline int lite_efa_blob_pack(uint8_t *out, size_t cap, size_t *len, uint
 /* Unpack (pointers into `in`); -EPROTO for anything malformed. */
 static inline int lite_efa_blob_unpack(const uint8_t *in, size_t len, struct lite_efa_blob *b)
 {
+    /* Bytes 2-3 are reserved as zero: a peer that sets them speaks a format we do not. */
     if (len < LITE_EFA_BLOB_HDR || in[0] != LITE_EFA_BLOB_VERSION || in[1] == 0 ||
-        in[1] > LITE_MAX_RAILS)
+        in[1] > LITE_MAX_RAILS || in[2] || in[3])
         return -EPROTO;
     b->nrails = in[1];
     b->pid = lite_get32(in + 4);

@@ -1087,7 +1087,8 @@ void lite_efa_rma_ctl(struct lite_transport *t, int peer, const struct lite_efa_
         break;
     case LITE_EFA_T_IMM: {
         uint32_t count = len == 8 ? lite_get32(payload + 4) : 1;
-        if ((len != 4 && len != 8) || count == 0) {
+        /* A batch counts at most BATCH_MAX_OPS pages: a larger count is not ours to loop over. */
+        if ((len != 4 && len != 8) || count == 0 || count > BATCH_MAX_OPS) {
             rc = -LITE_ERR_PROTOCOL;
             break;
         }

@@ -1,7 +1,7 @@
 /*
  * bench_coll.c - litetx_coll_bench: timing of the deterministic collectives, built to be read
- * side by side with the peers' figures (../shared/peers/mpi_coll.c uses the same method and
- * prints the same RESULT lines).
+ * side by side with the peers' figures (the Open MPI peer program mpi_coll.c, given to
+ * bench/run_coll_compare.sh by PEERS, uses the same method and prints the same RESULT lines).
  *
  *   litetx-run -n N litetx_coll_bench [BATCHES] [TARGET_SECONDS] [--pin] [--only NAME]
  *

@@ -10,7 +10,7 @@
  * and repeats; after WARMUP = ITERS/10 + 1 untimed writes it times ITERS writes. Rank 1 waits
  * for the immediate's count to reach WARMUP + ITERS, then checks that the count is exactly that
  * (a write striped over several rails must count once), and that the bytes are right.
- * Defaults follow the peers' fabtests runs (../shared/peers): ITERS 10000 / 2000 / 200 at
+ * Defaults follow the peers' fabtests runs (the fabtests peer runs): ITERS 10000 / 2000 / 200 at
  * 64 KiB / 1 MiB / 16 MiB, WINDOW 64 (16 from 16 MiB). MB/s are decimal (1e6 bytes/s).
  * Every wait is bounded; a failure exits non-zero.
  *

@@ -27,21 +27,21 @@ RUNS=${2:-5}
 NPS=${3:-"2 4"}
 VARIANTS=${LITE_VARIANTS:-""}
 HERE=$(cd "$(dirname "$0")" && pwd)
-PEERS=${PEERS:-$HERE/../../shared/peers}
+PEERS=${PEERS:-}
 OUT=${OUT:-${TMPDIR:-/tmp}/coll_compare.$$}
 mkdir -p "$OUT"
 RAW=$OUT/raw.log
 : > "$RAW"
 
 MPI=""
-if command -v mpicc > /dev/null && [ -f "$PEERS/mpi_coll.c" ]; then
+if command -v mpicc > /dev/null && [ -n "$PEERS" ] && [ -f "$PEERS/mpi_coll.c" ]; then
     mpicc -O2 -o "$OUT/mpi_coll" "$PEERS/mpi_coll.c" && MPI="$OUT/mpi_coll"
 fi
-[ -z "$MPI" ] && echo "# Open MPI not available: liblitetx only" >&2
+[ -z "$MPI" ] && echo "# Open MPI column off (needs mpicc and PEERS=<dir holding mpi_coll.c>): liblitetx only" >&2
 
-GLOO=${GLOO_BENCH:-/tmp/gloo/build/gloo/benchmark/benchmark}
-if [ ! -x "$GLOO" ]; then
-    echo "# Gloo benchmark not found ($GLOO; set GLOO_BENCH): no gloo column" >&2
+GLOO=${GLOO_BENCH:-}
+if [ "$GLOO" = none ] || [ ! -x "$GLOO" ]; then
+    echo "# Gloo benchmark not given or not found (GLOO_BENCH='$GLOO'): no gloo column" >&2
     GLOO=""
 fi
 

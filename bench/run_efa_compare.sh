@@ -30,7 +30,7 @@ BUILD=${1:?usage: run_efa_compare.sh BUILD_DIR [ROUNDS] [PROVIDERS]}
 ROUNDS=${2:-8}
 PROVS=${3:-"tcp shm"}
 ROUNDS=$(((ROUNDS + 1) / 2 * 2))
-FAB=${FABTESTS_BIN:-/tmp/lf/install/bin}
+FAB=${FABTESTS_BIN:-}
 QUIET_WAIT=${QUIET_WAIT:-30}
 for f in fi_rma_bw fi_rdm_pingpong; do
     [ -x "$FAB/$f" ] || { echo "$FAB/$f not found (set FABTESTS_BIN)" >&2; exit 2; }

@@ -20,7 +20,7 @@ ROUNDS=${2:-6}
 ROUNDS=$(((ROUNDS + 1) / 2 * 2))
 SIZES=${3:-"1M 16M"}
 PAGE=${4:-16K}
-FAB=${FABTESTS_BIN:-/tmp/lf/install/bin}
+FAB=${FABTESTS_BIN:-}
 [ -x "$FAB/fi_rma_bw" ] || { echo "# fi_rma_bw not found in $FAB: liblitetx only" >&2; FAB=""; }
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT

@@ -18,12 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef LITE_EFA_CUDA
-#include <cuda.h>
-#include <dlfcn.h>
-#endif
-
 #include "efa.h"
+#include "gpu.h"
 
 static uint32_t bucket(uint64_t key)
 {
@@ -39,30 +35,6 @@ struct efa_mr *lite_efa_mr_find(struct lite_transport *t, uint64_t core_key)
     return NULL;
 }
 
-#ifdef LITE_EFA_CUDA
-/* The device a CUDA pointer lives on, through the driver API loaded at run time, so the library
- * does not need libcuda on hosts without GPUs. */
-static int cuda_device_of(const void *addr, int *dev)
-{
-    typedef CUresult (*get_attr_fn)(void *, CUpointer_attribute, CUdeviceptr);
-    static get_attr_fn get_attr;
-    if (!get_attr) {
-        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-        if (!h)
-            return -ENOSYS;
-        get_attr = (get_attr_fn)dlsym(h, "cuPointerGetAttribute");
-        if (!get_attr)
-            return -ENOSYS;
-    }
-    int ordinal = -1;
-    if (get_attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)(uintptr_t)addr) !=
-        CUDA_SUCCESS)
-        return -EINVAL;
-    *dev = ordinal;
-    return 0;
-}
-#endif
-
 /* Register [addr, addr+len) on one rail. */
 static int reg_one(struct lite_transport *t, uint32_t rail, const void *addr, size_t len, int kind,
                    uint64_t access, uint64_t key, struct fid_mr **mr, void **desc)
@@ -77,9 +49,11 @@ static int reg_one(struct lite_transport *t, uint32_t rail, const void *addr, si
     if (kind == LITE_MEM_CUDA) {
 #ifdef LITE_EFA_CUDA
         int dev = 0;
-        int rc = cuda_device_of(addr, &dev);
-        if (rc)
-            return rc;
+        if (!lite_gpu_ptr_is_device(addr, &dev)) {
+            LITE_ERROR("%s: %p is not CUDA device memory (registered as LITE_MEM_CUDA)", EFA_LOG,
+                       addr);
+            return -EINVAL;
+        }
         a.iface = FI_HMEM_CUDA;
         a.device.cuda = dev;
 #else

@@ -19,11 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef LITE_RDMA_CUDA
-#include <cuda.h>
-#include <dlfcn.h>
-#endif
-
+#include "gpu.h"
 #include "transports/rdma/rdma_int.h"
 
 static int ibv_access(unsigned access)
@@ -35,40 +31,6 @@ static int ibv_access(unsigned access)
         a |= IBV_ACCESS_REMOTE_READ;
     return a;
 }
-
-#ifdef LITE_RDMA_CUDA
-typedef CUresult (*get_handle_fn)(void *, CUdeviceptr, size_t, CUmemRangeHandleType,
-                                  unsigned long long);
-
-/* A dmabuf fd for the page-aligned range around [addr, addr + len), and addr's offset in it. */
-static int cuda_dmabuf(void *addr, size_t len, int *fd, uint64_t *off)
-{
-    static get_handle_fn fn;
-    if (!fn) {
-        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-        fn = lib ? (get_handle_fn)dlsym(lib, "cuMemGetHandleForAddressRange") : NULL;
-        if (!fn) {
-            LITE_ERROR("rdma: GPU memory needs the CUDA driver (libcuda.so.1 with "
-                       "cuMemGetHandleForAddressRange): %s",
-                       dlerror());
-            return -ENOSYS;
-        }
-    }
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t base = (uintptr_t)addr & ~(page - 1);
-    size_t size = ((uintptr_t)addr + len - base + page - 1) & ~(page - 1);
-    int h = -1;
-    CUresult r = fn(&h, (CUdeviceptr)base, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-    if (r != CUDA_SUCCESS || h < 0) {
-        LITE_ERROR("rdma: cuMemGetHandleForAddressRange(%p, %zu) failed: CUDA error %d", addr, len,
-                   (int)r);
-        return -EINVAL;
-    }
-    *fd = h;
-    *off = (uintptr_t)addr - base;
-    return 0;
-}
-#endif
 
 static void mr_free(struct lite_transport *t, struct lite_rdma_mr *m)
 {
@@ -114,7 +76,7 @@ static int mr_make(struct lite_transport *t, void *addr, size_t len, int kind, u
     uint64_t off = 0;
     if (kind == LITE_MEM_CUDA) {
 #ifdef LITE_RDMA_CUDA
-        int rc = cuda_dmabuf(addr, len, &m->dmabuf_fd, &off);
+        int rc = lite_gpu_dmabuf(addr, len, &m->dmabuf_fd, &off);
         if (rc) {
             free(m);
             return rc;

@@ -256,6 +256,13 @@ struct lite_transport_params {
     const struct lite_security *security;
 };
 
+/* One environment variable a backend or the core reads (docs/CONFIG.md lists them all). */
+struct lite_tunable {
+    const char *name; /* "LITETX_EFA_RAILS" */
+    const char *def;  /* the default, as a user reads it: "1", "auto", "min(64 KiB, rndv)" */
+    const char *doc;  /* one line: what it does and its valid values */
+};
+
 struct lite_transport_ops {
     size_t size;          /* sizeof(struct lite_transport_ops) the backend was built with */
     uint32_t abi_version; /* LITE_TRANSPORT_ABI_VERSION */
@@ -333,6 +340,13 @@ struct lite_transport_ops {
      */
     int (*msg_inject)(struct lite_transport *tp, int peer, const struct lite_msg_hdr *hdr,
                       const void *payload);
+
+    /*
+     * Optional. The LITETX_* variables this backend reads, ended by an entry whose name is NULL:
+     * `litetx-info --config` lists them, and lite_init warns about a LITETX_* variable that no
+     * compiled-in backend and not the core knows (with the closest known name).
+     */
+    const struct lite_tunable *tunables;
 };
 
 #ifdef __cplusplus

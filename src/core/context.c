@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ctx.h"
+#include "tunables.h"
 
 static _Thread_local char g_init_error[512];
 
@@ -185,6 +186,10 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     lite_log_set_level(ctx->s.log_level);
     lite_log_ctx_add(ctx->s.log_level, 1);
     ctx->log_counted = true;
+    /* A misspelt variable is silently ignored otherwise; every rank normally has the same
+     * environment, so rank 0 says it for the job. */
+    if (ctx->s.rank == 0)
+        lite_tunables_warn_unknown(environ, 0);
     ctx->spin_ns = default_spin_ns(ctx->s.world_size);
     ctx->yield_polls = default_yield();
     ctx->spin_pause = default_spin_pause();

@@ -595,4 +595,5 @@ const struct lite_transport_ops lite_efa_ops = {
     .mr_dereg = efa_mr_dereg,
     .rma_post = efa_rma_post,
     .msg_inject = efa_msg_inject,
+    .tunables = lite_efa_tunables,
 };

@@ -51,6 +51,7 @@ struct efa_cfg {
     bool writer_copy;     /* shm: the writer copies one stripe of a large write itself */
 };
 
+extern const struct lite_tunable lite_efa_tunables[]; /* efa_cfg.c */
 int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len);
 /* The hints every lookup uses (caller frees with fi_freeinfo). */
 struct fi_info *lite_efa_hints(const struct efa_cfg *cfg, bool order_saw, bool want_hmem,

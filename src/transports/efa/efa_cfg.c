@@ -256,3 +256,23 @@ int lite_efa_getinfo(const struct efa_cfg *cfg, const char *bind_host, struct fi
     *out = info;
     return 0;
 }
+
+/* The variables this backend reads (litetx-info --config; docs/CONFIG.md). */
+const struct lite_tunable lite_efa_tunables[] = {
+    {"LITETX_EFA_PROVIDER", "efa", "libfabric provider: efa, tcp, shm or any name"},
+    {"LITETX_EFA_RAILS", "1 (2 on shm)", "rails per process, 1 .. 8"},
+    {"LITETX_EFA_WRITER_COPY", "1 on shm",
+     "shm: the writer copies one of a large write's two stripes"},
+    {"LITETX_EFA_STRIPE_MIN", "262144", "an op of at least twice this is striped over the rails"},
+    {"LITETX_EFA_EAGER_MAX", "min(65536, rndv)", "largest payload sent inline, 256 .. 1048576"},
+    {"LITETX_EFA_IMM", "auto", "how the immediate travels: auto, cq64, cq32, msg"},
+    {"LITETX_EFA_DC_BATCH", "1 on tcp, else 0", "writes below 256 KiB share acknowledgements"},
+    {"LITETX_EFA_IMM_YIELD_NS", "500 on shm, else 0",
+     "leave the CQs unread this long after immediates"},
+    {"LITETX_EFA_POLL", "1", "1: poll, then nap; 0: poll 200 us, then sleep on wait fds"},
+    {"LITETX_EFA_KEEPALIVE_MS", "1000", "liveness message after this much silence (0: off)"},
+    {"LITETX_EFA_PEER_TIMEOUT_MS", "30000", "posts refused this long with no liveness: peer lost"},
+    {"LITETX_EFA_HMEM", "1 on efa, else 0", "ask the provider for FI_HMEM"},
+    {"LITETX_EFA_SHM_CLEAN", "1", "0: do not remove dead processes' shm regions at open"},
+    {NULL, NULL, NULL},
+};

@@ -545,6 +545,23 @@ static int rdma_mr_dereg(struct lite_transport *t, void *handle)
 #define RDMA_CAPS_GPU 0
 #endif
 
+/* The variables this backend reads (litetx-info --config; docs/CONFIG.md). */
+static const struct lite_tunable rdma_tunables[] = {
+    {"LITETX_RDMA_DEVICES", "auto", "auto or dev[:port],... (a device may repeat)"},
+    {"LITETX_RDMA_GID_INDEX", "chosen", "GID index for every rail, or N,M,... per rail"},
+    {"LITETX_RDMA_PORT", "any free port", "side channel: rank r listens on this TCP port + r"},
+    {"LITETX_RDMA_SLOT", "min(rndv, 64 KiB)", "receive slot payload bytes (smaller past 9 ranks)"},
+    {"LITETX_RDMA_TX_DEPTH", "32", "SENDs in flight per peer"},
+    {"LITETX_RDMA_SQ_DEPTH", "128", "one-sided WRs in flight per peer and rail"},
+    {"LITETX_RDMA_IMM_DEPTH", "128", "immediates in flight per peer and rail"},
+    {"LITETX_RDMA_STRIPE_MIN", "262144", "smallest stripe per rail (bytes)"},
+    {"LITETX_RDMA_POST_BUDGET", "262144", "message bytes one progress call posts at most"},
+    {"LITETX_RDMA_REG_CACHE", "0", "temporary send-buffer registrations kept (0: off)"},
+    {"LITETX_RDMA_TIMEOUT", "14", "RC ACK timeout exponent (4.096 us x 2^n)"},
+    {"LITETX_RDMA_RNR_RETRY", "0", "RNR retries (0: an RNR NAK is an error)"},
+    {NULL, NULL, NULL},
+};
+
 const struct lite_transport_ops lite_rdma_ops = {
     .size = sizeof(struct lite_transport_ops),
     .abi_version = LITE_TRANSPORT_ABI_VERSION,
@@ -561,4 +578,5 @@ const struct lite_transport_ops lite_rdma_ops = {
     .mr_reg = rdma_mr_reg,
     .mr_dereg = rdma_mr_dereg,
     .rma_post = lite_rdma_rma_post,
+    .tunables = rdma_tunables,
 };

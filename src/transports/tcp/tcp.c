@@ -1860,6 +1860,16 @@ static void tcp_close(struct lite_transport *t)
     free(t);
 }
 
+/* The variables this backend reads (litetx-info --config; docs/CONFIG.md). */
+static const struct lite_tunable tcp_tunables[] = {
+    {"LITETX_TCP_PORT", "any free port", "rank r listens on this port + r"},
+    {"LITETX_TCP_BULK_MIN", "262144 (0 when crowded)",
+     "one-sided payloads this large use a bulk connection; 0: none"},
+    {"LITETX_TCP_CONNECT", "auto",
+     "all: connect every pair at init; lazy: at first use; auto: all up to 64 ranks"},
+    {NULL, NULL, NULL},
+};
+
 const struct lite_transport_ops lite_tcp_ops = {
     .size = sizeof(struct lite_transport_ops),
     .abi_version = LITE_TRANSPORT_ABI_VERSION,
@@ -1881,4 +1891,5 @@ const struct lite_transport_ops lite_tcp_ops = {
     .mr_reg = tcp_mr_reg,
     .mr_dereg = tcp_mr_dereg,
     .rma_post = tcp_rma_post,
+    .tunables = tcp_tunables,
 };

@@ -1,0 +1,31 @@
+/*
+ * tunables.h - every LITETX_* variable the library knows: the core's own (this file's table)
+ * and each compiled-in backend's (lite_transport_ops.tunables). litetx-info prints them;
+ * lite_init warns about a LITETX_* variable in the environment that none of them is.
+ */
+#ifndef LITE_TUNABLES_H
+#define LITE_TUNABLES_H
+
+#include <stddef.h>
+
+#include "litetx/transport.h"
+
+/* The core's variables (lite_config_t keys, launcher and tuning variables), NULL-name ended. */
+extern const struct lite_tunable lite_core_tunables[];
+
+/* Calls fn for every known variable: the core's first, then each compiled-in backend's, with
+ * `owner` "core" or the backend's name. Stops early when fn returns non-zero (and returns it). */
+int lite_tunables_each(int (*fn)(const char *owner, const struct lite_tunable *t, void *arg),
+                       void *arg);
+
+/* The known variable called `name` (its owner in *owner), or NULL. */
+const struct lite_tunable *lite_tunable_find(const char *name, const char **owner);
+
+/* The known name closest to `name` (at most 3 edits away), or NULL. */
+const char *lite_tunable_closest(const char *name);
+
+/* Log one warning per LITETX_* variable of `envp` (NULL-ended, like environ) that is not
+ * known, naming the closest known name; returns how many. `rank` goes in the message. */
+int lite_tunables_warn_unknown(char *const *envp, int rank);
+
+#endif

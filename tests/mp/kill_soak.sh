@@ -9,7 +9,9 @@
 # A survivor still running a second past the bound is a HANG: its stacks are written with
 # gdb (when installed) to KILL_SOAK_OUT/hang.<trial>.rank<R>.txt, then it is killed.
 # A trial whose lite_init failed (a host too loaded to connect in time) had no kill: it is
-# counted apart. KILL_SOAK_SEED makes the choice of victims and delays repeatable. Exits 0 when
+# counted apart. KILL_SOAK_SEED makes the choice of victims and delays repeatable;
+# KILL_SOAK_ROOT_HOST=ADDR bootstraps on ADDR (port KILL_SOAK_PORT0, default 29400, + trial)
+# instead of litetx-run's loopback default (the rdma VM suite: rxe's address). Exits 0 when
 # no trial failed or hung, 1 otherwise; prints one line per such trial and a summary.
 set -u
 run=$1 prog=$2 trials=$3 np=${4:-3}
@@ -21,15 +23,25 @@ out=${KILL_SOAK_OUT:-$(mktemp -d /tmp/kill_soak.XXXXXX)}
 mkdir -p "$out"
 RANDOM=${KILL_SOAK_SEED:-$$}
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# bash's own clock where it has one (busybox's date, in the rdma VM, has no %N)
+now_ms() {
+    if [ -n "${EPOCHREALTIME:-}" ]; then
+        local us=${EPOCHREALTIME//[!0-9]/}
+        echo $((10#$us / 1000))
+    else
+        echo $(($(date +%s%N) / 1000000))
+    fi
+}
 
 pass=0 fail=0 hang=0 released=0 noinit=0
 for ((t = 1; t <= trials; t++)); do
     victim=$((RANDOM % np))
     delay=$((200 + RANDOM % 1801))
     dir=$(mktemp -d "$out/trial.XXXXXX")
+    root=()
+    [ -n "${KILL_SOAK_ROOT_HOST:-}" ] && root=(--root "$KILL_SOAK_ROOT_HOST:$((${KILL_SOAK_PORT0:-29400} + t))")
     KILL_SOAK_VICTIM=$victim KILL_SOAK_DELAY_MS=$delay KILL_SOAK_PIDDIR=$dir \
-        "$run" -n "$np" -t 120 -g 60 "$prog" >"$dir/out" 2>&1 &
+        "$run" -n "$np" -t 120 -g 60 ${root[@]+"${root[@]}"} "$prog" >"$dir/out" 2>&1 &
     lpid=$!
     start=$(now_ms) death=0 hung=0
     # Bounded: 1200 polls of 0.1 s; the launcher's own -t 120 ends it before.
@@ -76,6 +88,7 @@ for ((t = 1; t <= trials; t++)); do
         cp "$dir/out" "$out/hang.$t.out"
     elif ((oks == np - 1)); then
         pass=$((pass + 1))
+        grep -h "^kill_soak: rank [0-9]* ok" "$dir/out" >>"$out/ok.txt"
         rm -rf "$dir"
         continue
     elif grep -q "check failed: rc == 0: lite_init" "$dir/out" && ! grep -q "^kill_soak:" "$dir/out"; then

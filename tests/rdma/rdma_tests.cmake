@@ -21,10 +21,13 @@ set_target_properties(rdma_perf PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${LITE_RDMA_
 
 # the in-VM script lives in the build tree, which the VM mounts
 configure_file(${LITE_RDMA_TESTS}/vm_suite.sh ${LITE_RDMA_TESTS_BIN}/vm_suite.sh COPYONLY)
+# ...and so does the kill-a-peer soak's script, which the suite runs there
+configure_file(${PROJECT_SOURCE_DIR}/tests/mp/kill_soak.sh ${LITE_RDMA_TESTS_BIN}/kill_soak.sh
+  COPYONLY)
 
 add_test(NAME rdma.vm_suite
   COMMAND ${LITE_RDMA_TESTS}/run_vm_suite.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-set_tests_properties(rdma.vm_suite PROPERTIES TIMEOUT 600 LABELS "rdma;vm" SKIP_RETURN_CODE 77
+set_tests_properties(rdma.vm_suite PROPERTIES TIMEOUT 900 LABELS "rdma;vm" SKIP_RETURN_CODE 77
   RUN_SERIAL TRUE)
 if(LITE_SANITIZE)
   # Sanitized binaries run several times slower under TCG: the shorter case list, no perf.

@@ -8,7 +8,8 @@
 # Exit: 0 passed; 1 failed; 77 skipped (printed reason: no qemu, no image, no VM tools, no
 # libibverbs-built tests). Environment: RXE_VM_TOOLS, RXE_VM_DIR (image), RDMA_SUITE_QUICK=1
 # (fewer cases), RDMA_SUITE_ONLY=perf (only the perftest comparison, 5 rounds),
-# RDMA_PERF_ROUNDS (default 1 in the full run), RDMA_VM_TIMEOUT (seconds, default 540).
+# RDMA_SUITE_ONLY=kill_soak (only the kill-a-peer soak, RDMA_KILL_TRIALS trials, default 30),
+# RDMA_PERF_ROUNDS (default 1 in the full run), RDMA_VM_TIMEOUT (seconds, default 840).
 set -uo pipefail
 BUILD=${1:?usage: run_vm_suite.sh BUILD_DIR [SOURCE_DIR]}
 SRC=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -36,13 +37,17 @@ for p in ib_write_bw ib_write_lat; do
     c=$(command -v "$p" || true)
     [ -n "$c" ] && FILES+=(--file "$c")
 done
+# bash for the kill-a-peer soak's script (the image has busybox sh only)
+c=$(command -v bash || true)
+[ -n "$c" ] && FILES+=(--file "$c")
 LOG="$BUILD/tests/rdma/vm-console.log"
 cd "$BUILD"
 "$TOOLS/rxe-vm-run.sh" --image "$IMAGE" --share "$BUILD" --mem 2048 \
-    --timeout "${RDMA_VM_TIMEOUT:-540}" --log "$LOG" ${FILES[@]+"${FILES[@]}"} \
+    --timeout "${RDMA_VM_TIMEOUT:-840}" --log "$LOG" ${FILES[@]+"${FILES[@]}"} \
     --env "RDMA_SUITE_QUICK=${RDMA_SUITE_QUICK:-0}" --env "RDMA_SUITE_ONLY=${RDMA_SUITE_ONLY:-}" \
     --env "RDMA_SCALE_NS=${RDMA_SCALE_NS:-4,8,16}" \
     --env "RDMA_SUITE_NO_PERF=${RDMA_SUITE_NO_PERF:-}" \
+    --env "RDMA_KILL_TRIALS=${RDMA_KILL_TRIALS:-}" --env "RDMA_KILL_SEED=${RDMA_KILL_SEED:-}" \
     --env "ASAN_OPTIONS=${ASAN_OPTIONS:-}" --env "UBSAN_OPTIONS=${UBSAN_OPTIONS:-}" \
     --env "RDMA_PERF_ROUNDS=${RDMA_PERF_ROUNDS:-$([ "${RDMA_SUITE_ONLY:-}" = perf ] && echo 5 || echo 1)}" \
     "$BUILD/tests/rdma/vm_suite.sh"

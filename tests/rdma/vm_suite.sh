@@ -7,6 +7,7 @@
 # and "rdma vm suite: N passed, N failed, N skipped". Logs go to tests/rdma/vm-results/.
 # Exit status: 0 when nothing failed. RDMA_SUITE_ONLY=perf runs only the perf comparison,
 # RDMA_SUITE_ONLY=scale only scale_test at RDMA_SCALE_NS ranks (default "4,8,16");
+# RDMA_SUITE_ONLY=kill_soak only the kill-a-peer soak (RDMA_KILL_TRIALS trials, default 30);
 # RDMA_SUITE_QUICK=1 leaves out the slowest cases; RDMA_PERF_ROUNDS / RDMA_PERF_*_ITERS size
 # the comparison.
 B=$(cd "$(dirname "$0")/../.." && pwd)
@@ -136,10 +137,52 @@ perf() {
     } | tee -a "$PERF"
 }
 
+# ---- the kill-a-peer soak (tests/mp/kill_soak.sh, as for tcp and efa): 3 ranks of mixed
+# traffic, one SIGKILLed at a random 0.2-2 s; every survivor must end its ops with the loss
+# named and exit within the op timeout (5 s) + 3 s. The script is bash (copied into the VM). ----
+kill_soak() {
+    n=${RDMA_KILL_TRIALS:-$([ "$QUICK" = 1 ] && echo 10 || echo 30)}
+    BASH=$(command -v bash)
+    if [ -z "$BASH" ] || ! [ -x "$MP/kill_soak" ] || ! [ -f "$B/tests/rdma/kill_soak.sh" ]; then
+        skip=$((skip + 1))
+        echo "RDMA-TEST kill_soak SKIP 0s (bash, tests/mp/kill_soak or tests/rdma/kill_soak.sh missing)"
+        return
+    fi
+    t0=$(now)
+    LITETX_OP_TIMEOUT_MS=5000 KILL_SOAK_OUT=$OUT/kill_soak KILL_SOAK_ROOT_HOST=$IP \
+        KILL_SOAK_PORT0=$((port + 100)) KILL_SOAK_SEED=${RDMA_KILL_SEED:-$$} \
+        timeout $((n * 60 + 60)) "$BASH" "$B/tests/rdma/kill_soak.sh" "$RUN" "$MP/kill_soak" "$n" 3 \
+        > "$OUT/kill_soak.log" 2>&1
+    r=$?
+    port=$((port + 100 + n))
+    d=$(awk "BEGIN{printf \"%.1f\", $(now) - $t0}")
+    sum=$(grep -m1 "^kill_soak:" "$OUT/kill_soak.log")
+    if [ $r -eq 0 ]; then
+        pass=$((pass + 1)); echo "RDMA-TEST kill_soak PASS ${d}s ($sum)"
+    else
+        fail=$((fail + 1)); echo "RDMA-TEST kill_soak FAIL(rc=$r) ${d}s ($sum)"
+        tail -n 40 "$OUT/kill_soak.log" | sed 's/^/    | /'
+    fi
+    # the survivors' first error and finalize, after the kill: median and worst (docs/RDMA.md)
+    if [ -s "$OUT/kill_soak/ok.txt" ]; then
+        for k in "first error" finalized; do
+            sed -n "s/.*$k +\([0-9.]*\) s.*/\1/p" "$OUT/kill_soak/ok.txt" | sort -n |
+                awk -v k="$k" '{v[NR]=$1} END{ if (NR) printf "RDMA-KILL-SOAK %s after the kill: median %.3f s, max %.3f s (%d survivors)\n", k, v[int((NR+1)/2)], v[NR], NR }'
+        done
+    fi
+}
+
 echo "rdma vm suite: $(ibv_devices | awk 'NR>2{print $1}' | tr '\n' ' ')on $IP (gid index $GIDX)"
 
 if [ "${RDMA_SUITE_ONLY:-}" = perf ]; then # only the perf comparison (for docs/RDMA.md)
     perf
+    echo "rdma vm suite: $pass passed, $fail failed, $skip skipped"
+    [ $fail -eq 0 ]
+    exit
+fi
+
+if [ "${RDMA_SUITE_ONLY:-}" = kill_soak ]; then
+    kill_soak
     echo "rdma vm suite: $pass passed, $fail failed, $skip skipped"
     [ $fail -eq 0 ]
     exit
@@ -186,6 +229,7 @@ else
     skip=$((skip + 1)); echo "RDMA-TEST coll SKIP 0s (tests/mp/coll_test not built)"
 fi
 [ "$QUICK" = 1 ] || t p2p.np4 4 180 -- "$MP/p2p_test"
+kill_soak
 
 # ---- GID choice: bootstrap over loopback (no interface match: the port's only IPv4 RoCE v2
 # GID), an explicit index, and an impossible one (must fail, listing the candidates) ----

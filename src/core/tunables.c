@@ -23,6 +23,8 @@ const struct lite_tunable lite_core_tunables[] = {
     {"LITETX_CONFIG", "none", "path of a JSON configuration file"},
     {"LITETX_CREDITS", "64", "eager messages a peer may have outstanding here, 2 .. 65535"},
     {"LITETX_RNDV_THRESHOLD", "65536", "messages this large or larger use rendezvous (bytes)"},
+    {"LITETX_RECONNECT_TIMEOUT_MS", "10000",
+     "resume a broken connection for this long (ms); 0: a break is final"},
     {"LITETX_SECURITY", "off", "off, ca (certificates) or psk (a pre-shared key)"},
     {"LITETX_SECURITY_CERT", "none", "ca: this rank's certificate (PEM); {rank} is replaced"},
     {"LITETX_SECURITY_KEY", "none", "ca: the certificate's private key (PEM)"},
@@ -37,6 +39,7 @@ const struct lite_tunable lite_core_tunables[] = {
     {"LITETX_COLL_ALGO", "auto", "force a collective algorithm: auto, direct, rsag, pipe"},
     {"LITETX_COLL_CHUNK", "by world size", "collective pipeline chunk per peer (k/m/g suffix)"},
     {"LITETX_COLL_CHECK", "1", "1/0: verify collective arguments across ranks"},
+    {"LITETX_CUDA_DRIVER", "libcuda.so.1", "path of the CUDA driver library loaded at run time"},
     /* for tests only */
     {"LITETX_TEST_SECURITY_ANY_RANK", "0",
      "tests only: 1 lets a certificate name any rank (impersonation tests)"},

@@ -5,7 +5,7 @@
  * ImmCounter reaches exactly its count and no more, and the collectives give the bytes of the
  * canonical left fold computed here.
  *
- *   litetx-run -n N lossy_test traffic [ROUNDS]
+ *   litetx-run -n N lossy_test traffic [ROUNDS]   (LOSSY_UNTIL_FILE: see traffic())
  *   litetx-run -n N lossy_test lost     rank 0 turns the relay into a blackhole (SIGUSR1 to
  *                                       LOSSY_RELAY_PID); every rank's pending receive from a
  *                                       peer must end in -LITE_ERR_PEER_LOST within
@@ -231,15 +231,31 @@ static void collectives(lite_ctx_t *ctx, uint32_t round)
     free(b);
 }
 
+/*
+ * ROUNDS rounds; with LOSSY_UNTIL_FILE set, more until that file exists (rank 0 looks and tells
+ * the others, so all run the same rounds), 200 rounds or 90 s at most.
+ */
 static void traffic(lite_ctx_t *ctx, int rounds)
 {
-    for (int round = 0; round < rounds; round++) {
+    const char *until = getenv("LOSSY_UNTIL_FILE");
+    long t0 = now_ms();
+    int round = 0;
+    for (;; round++) {
+        if (round >= rounds) {
+            uint8_t more = 0;
+            if (me == 0)
+                more = until && *until && access(until, F_OK) != 0 && round < 200 &&
+                       now_ms() - t0 < 90000;
+            CHECK_RC(ctx, lite_bcast(ctx, &more, 1, LITE_U8, 0, 60000));
+            if (!more)
+                break;
+        }
         p2p(ctx, (uint32_t)round);
         rma(ctx, (uint32_t)round);
         collectives(ctx, (uint32_t)round);
         CHECK_RC(ctx, lite_barrier(ctx, 60000));
     }
-    printf("rank %d: traffic ok (%d rounds)\n", me, rounds);
+    printf("rank %d: traffic ok (%d rounds)\n", me, round);
 }
 
 static void lost(lite_ctx_t *ctx)

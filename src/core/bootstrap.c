@@ -7,6 +7,12 @@
  *
  * Frame: u32 magic | u32 type | u32 rank | u32 world | u32 len, then len bytes (little-endian).
  * An ABORT carries the error code (positive) in its rank field and the reason as its bytes.
+ *
+ * With security on, every bootstrap connection is TLS 1.3 with the context's credentials
+ * (tls.c) before its first frame: the root refuses a client that does not complete the
+ * handshake (plaintext, another CA, another PSK) and, in ca mode, a hello whose rank is not the
+ * one the client's certificate names; a rank refuses a root whose certificate is not rank 0's.
+ * A stranger so learns nothing of the address table and cannot place an address in it.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -18,6 +24,7 @@
 #include <unistd.h>
 
 #include "lite_int.h"
+#include "tls.h"
 
 #define BS_MAGIC       0x5342544cu /* "LTBS" */
 #define BS_HDR         20
@@ -53,6 +60,10 @@ struct lite_bootstrap {
     char root_desc[LITE_HOST_MAX + 8];
     struct sockaddr_storage root_ss; /* non-root: the root's address, to connect again */
     socklen_t root_sl;
+    struct lite_tls *tls;          /* security on: every connection below is TLS */
+    int sec_mode;                  /* enum lite_sec_mode */
+    struct lite_tls_conn *root_tc; /* non-root: the session with the root */
+    struct lite_tls_conn **tcs;    /* root: tcs[r], the session on fds[r] */
 };
 
 struct bs_frame {
@@ -60,8 +71,19 @@ struct bs_frame {
     uint8_t *payload; /* malloc'd, NUL-terminated for convenience */
 };
 
-static int send_frame(int fd, uint32_t type, uint32_t rank, uint32_t world, const void *payload,
-                      uint32_t len, int64_t deadline)
+/* A connection's bytes: through its TLS session when it has one (tc), else the socket's. */
+static int link_write(int fd, struct lite_tls_conn *tc, const void *p, size_t n, int64_t deadline)
+{
+    return tc ? lite_tls_write_full(tc, p, n, deadline) : lite_sock_write_full(fd, p, n, deadline);
+}
+
+static int link_read(int fd, struct lite_tls_conn *tc, void *p, size_t n, int64_t deadline)
+{
+    return tc ? lite_tls_read_full(tc, p, n, deadline) : lite_sock_read_full(fd, p, n, deadline);
+}
+
+static int send_frame(int fd, struct lite_tls_conn *tc, uint32_t type, uint32_t rank,
+                      uint32_t world, const void *payload, uint32_t len, int64_t deadline)
 {
     uint8_t h[BS_HDR];
     lite_put32(h, BS_MAGIC);
@@ -69,18 +91,19 @@ static int send_frame(int fd, uint32_t type, uint32_t rank, uint32_t world, cons
     lite_put32(h + 8, rank);
     lite_put32(h + 12, world);
     lite_put32(h + 16, len);
-    int rc = lite_sock_write_full(fd, h, sizeof(h), deadline);
+    int rc = link_write(fd, tc, h, sizeof(h), deadline);
     if (rc == 0 && len)
-        rc = lite_sock_write_full(fd, payload, len, deadline);
+        rc = link_write(fd, tc, payload, len, deadline);
     return rc;
 }
 
-/* Read one frame; -LITE_ERR_PROTOCOL for anything that is not a bootstrap frame. */
-static int recv_frame(int fd, struct bs_frame *f, int64_t deadline)
+/* Read one frame; -LITE_ERR_PROTOCOL for anything that is not a bootstrap frame, -EPROTO for a
+ * TLS error (lite_tls_error: e.g. the root's alert that refuses this rank's certificate). */
+static int recv_frame(int fd, struct lite_tls_conn *tc, struct bs_frame *f, int64_t deadline)
 {
     uint8_t h[BS_HDR];
     memset(f, 0, sizeof(*f));
-    int rc = lite_sock_read_full(fd, h, sizeof(h), deadline);
+    int rc = link_read(fd, tc, h, sizeof(h), deadline);
     if (rc)
         return rc;
     if (lite_get32(h) != BS_MAGIC)
@@ -95,7 +118,7 @@ static int recv_frame(int fd, struct bs_frame *f, int64_t deadline)
     if (!f->payload)
         return -ENOMEM;
     f->payload[f->len] = 0;
-    rc = f->len ? lite_sock_read_full(fd, f->payload, f->len, deadline) : 0;
+    rc = f->len ? link_read(fd, tc, f->payload, f->len, deadline) : 0;
     if (rc) {
         free(f->payload);
         f->payload = NULL;
@@ -159,14 +182,56 @@ static int dial_root(struct lite_bootstrap *b, int64_t deadline, int *last_err)
     }
 }
 
+/*
+ * Security on: TLS with the root on fd (this rank the client), and in ca mode the root's
+ * certificate must be rank 0's. 0, or negative with why: -LITE_ERR_PEER_LOST when the root
+ * closed the connection (it drops connections that crowd it: worth another try), -EACCES when
+ * either side refused the other's credentials.
+ */
+static int root_secure(struct lite_bootstrap *b, int fd, int64_t deadline, char *why,
+                       size_t why_len)
+{
+    lite_tls_conn_free(b->root_tc);
+    b->root_tc = NULL;
+    if (!b->tls)
+        return 0;
+    if (!(b->root_tc = lite_tls_conn_new(b->tls, fd, true))) {
+        lite_fmt(why, why_len, "rank %d: out of memory for a TLS session", b->rank);
+        return -ENOMEM;
+    }
+    char hw[224];
+    int rc = lite_tls_handshake_wait(b->root_tc, deadline, hw, sizeof(hw));
+    int named = rc ? 0 : lite_tls_peer_rank(b->root_tc);
+    if (!rc && b->sec_mode == LITE_SEC_CA && named != 0) {
+        lite_fmt(hw, sizeof(hw), "its certificate is rank %d's, not rank 0's (-1: none)", named);
+        rc = -EACCES;
+    }
+    if (rc)
+        lite_fmt(why, why_len, "rank %d: TLS with the root (rank 0) at %s failed: %s", b->rank,
+                 b->root_desc, hw);
+    return rc;
+}
+
 static int connect_root(struct lite_bootstrap *b, const struct lite_settings *s, int64_t deadline,
                         char *why, size_t why_len)
 {
     int rc = lite_sock_resolve(s->root_host, s->root_port, &b->root_ss, &b->root_sl, why, why_len);
     if (rc)
         return rc;
-    int last_err = 0;
-    int fd = dial_root(b, deadline, &last_err);
+    int last_err = 0, fd;
+    for (;;) {
+        fd = dial_root(b, deadline, &last_err);
+        if (fd < 0)
+            break;
+        rc = root_secure(b, fd, deadline, why, why_len);
+        if (!rc)
+            break;
+        close(fd);
+        /* Dropped mid-handshake (a crowded root): again while there is time. */
+        if (rc != -LITE_ERR_PEER_LOST || lite_now_ns() + 50 * 1000000LL >= deadline)
+            return rc;
+        usleep(50 * 1000);
+    }
     if (fd < 0) {
         char lb[96];
         if (fd == -ETIMEDOUT)
@@ -195,13 +260,21 @@ int lite_bootstrap_connect(const struct lite_settings *s, int64_t deadline_ns,
     b->rank = s->rank;
     b->world = s->world_size;
     b->listen_fd = b->root_fd = -1;
+    b->sec_mode = s->sec.mode;
     lite_fmt(b->root_desc, sizeof(b->root_desc), "%s:%u", s->root_host, s->root_port);
     lite_fmt(b->local_host, sizeof(b->local_host), "%s", s->root_host);
     int rc = 0;
-    if (b->world > 1) {
+    if (b->world > 1 && b->sec_mode != LITE_SEC_OFF) {
+        char tw[200] = "";
+        rc = lite_tls_open(&s->sec, &b->tls, tw, sizeof(tw));
+        if (rc)
+            lite_fmt(why, why_len, "rank %d: bootstrap: %s", b->rank, tw);
+    }
+    if (b->world > 1 && !rc) {
         if (b->rank == 0) {
             b->fds = malloc(sizeof(int) * (size_t)b->world);
-            if (!b->fds)
+            b->tcs = calloc((size_t)b->world, sizeof(*b->tcs));
+            if (!b->fds || !b->tcs)
                 rc = -ENOMEM;
             for (int r = 0; b->fds && r < b->world; r++)
                 b->fds[r] = -1;
@@ -226,9 +299,9 @@ int lite_bootstrap_local_host(struct lite_bootstrap *b, char *host, size_t len)
 }
 
 /* Root: tell a rank why init failed (the code, positive, rides in the frame's rank field). */
-static void tell_abort(int fd, int code, const char *why)
+static void tell_abort(int fd, struct lite_tls_conn *tc, int code, const char *why)
 {
-    send_frame(fd, BS_ABORT, (uint32_t)-code, 0, why, (uint32_t)strlen(why),
+    send_frame(fd, tc, BS_ABORT, (uint32_t)-code, 0, why, (uint32_t)strlen(why),
                lite_deadline_ns(BS_TELL_MS));
 }
 
@@ -237,7 +310,7 @@ static void root_abort(struct lite_bootstrap *b, int code, const char *why)
 {
     for (int r = 1; r < b->world; r++)
         if (b->fds[r] >= 0)
-            tell_abort(b->fds[r], code, why);
+            tell_abort(b->fds[r], b->tcs[r], code, why);
 }
 
 static void list_ranks(char *out, size_t len, const int *fds, int world, bool want_missing)
@@ -264,6 +337,10 @@ struct bs_conn {
     uint32_t got;     /* bytes of the hello read (header, then payload) */
     uint8_t hdr[BS_HDR];
     uint8_t *payload;
+    struct lite_tls_conn *tc; /* security on: its TLS session, */
+    bool secure;              /* ... whose handshake is done, */
+    bool want_write;          /* ... or waits for the socket to take bytes */
+    char peer[LITE_HOST_MAX + 8];
 };
 
 /* The root's event loop: the listener, the ranks that said hello, the strangers. */
@@ -280,13 +357,16 @@ struct bs_root {
     int64_t linger; /* ... and until when the root waits to tell the rest */
     char *why;
     size_t why_len;
+    char bad[256]; /* why a connection was refused */
 };
 
 static void conn_drop(struct bs_root *g, int k, const char *bad)
 {
     struct bs_conn *c = &g->c[k];
     if (bad)
-        LITE_WARN("bootstrap root %s: dropped a connection: %s", g->b->root_desc, bad);
+        LITE_WARN("bootstrap root %s: refused a connection from %s: %s", g->b->root_desc, c->peer,
+                  bad);
+    lite_tls_conn_free(c->tc);
     close(c->fd);
     free(c->payload);
     g->c[k] = g->c[--g->nc];
@@ -295,12 +375,24 @@ static void conn_drop(struct bs_root *g, int k, const char *bad)
 /*
  * Read what a stranger sent, without blocking: 1 when its hello is complete, 0 when more is to
  * come, -1 when it must go (*bad says why). Bytes are checked as they come, so garbage is
- * dropped at its first wrong byte.
+ * dropped at its first wrong byte. With security on the TLS handshake comes first: a client
+ * that fails it (plaintext, other credentials) goes, having been sent nothing but the root's
+ * handshake messages.
  */
-static int conn_read(struct bs_conn *c, const char **bad)
+static int conn_read(struct bs_root *g, struct bs_conn *c, const char **bad)
 {
     uint8_t magic[4];
     lite_put32(magic, BS_MAGIC);
+    if (c->tc && !c->secure) {
+        int rc = lite_tls_handshake(c->tc, &c->want_write, g->bad, sizeof(g->bad));
+        if (rc == 0)
+            return 0;
+        if (rc < 0) {
+            *bad = g->bad;
+            return -1;
+        }
+        c->secure = true;
+    }
     for (;;) {
         uint8_t *dst;
         size_t want;
@@ -314,7 +406,8 @@ static int conn_read(struct bs_conn *c, const char **bad)
             dst = c->payload + have;
             want = len - have;
         }
-        ssize_t n = recv(c->fd, dst, want, 0);
+        ssize_t n =
+            c->tc ? lite_tls_read(c->tc, dst, want, &c->want_write) : recv(c->fd, dst, want, 0);
         if (n == 0) {
             *bad = NULL; /* a client that closed is no news */
             return -1;
@@ -325,6 +418,10 @@ static int conn_read(struct bs_conn *c, const char **bad)
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return 0;
             *bad = NULL;
+            if (errno == EPROTO) {
+                lite_fmt(g->bad, sizeof(g->bad), "TLS: %s", lite_tls_error());
+                *bad = g->bad;
+            }
             return -1;
         }
         uint32_t before = c->got;
@@ -364,7 +461,7 @@ static void config_fail(struct bs_root *g, int k, uint32_t rank, uint32_t world)
              rank, world, b->world);
     g->rc = -LITE_ERR_CONFIG;
     g->linger = lite_deadline_ns(BS_ABORT_LINGER_MS);
-    tell_abort(g->c[k].fd, g->rc, g->why);
+    tell_abort(g->c[k].fd, g->c[k].tc, g->rc, g->why);
     root_abort(b, g->rc, g->why);
     for (int r = 1; r < b->world; r++)
         if (b->fds[r] >= 0 || (uint32_t)r == rank) {
@@ -379,8 +476,21 @@ static void conn_hello(struct bs_root *g, int k)
     struct lite_bootstrap *b = g->b;
     struct bs_conn *c = &g->c[k];
     uint32_t rank = lite_get32(c->hdr + 8), world = lite_get32(c->hdr + 12);
+    int named = c->tc && b->sec_mode == LITE_SEC_CA ? lite_tls_peer_rank(c->tc) : (int)rank;
+    if (named != (int)rank) {
+        /* Only the rank its certificate names: its hello changes nothing, and it hears why
+         * (it passed the CA, so it is a misconfigured member of the job, not a stranger). */
+        lite_fmt(g->bad, sizeof(g->bad), "it says it is rank %u, but its certificate is rank %d's",
+                 rank, named);
+        char told[300];
+        lite_fmt(told, sizeof(told), "the root %s refused this connection: %s", b->root_desc,
+                 g->bad);
+        tell_abort(c->fd, c->tc, -LITE_ERR_CONFIG, told);
+        conn_drop(g, k, g->bad);
+        return;
+    }
     if (g->rc) { /* failing: every rank that turns up hears why */
-        tell_abort(c->fd, g->rc, g->why);
+        tell_abort(c->fd, c->tc, g->rc, g->why);
         if (rank >= 1 && rank < (uint32_t)b->world && !g->told[rank]) {
             g->told[rank] = true;
             g->ntold++;
@@ -402,6 +512,7 @@ static void conn_hello(struct bs_root *g, int k)
         return;
     }
     b->fds[rank] = c->fd;
+    b->tcs[rank] = c->tc;
     g->blobs[rank] = c->payload;
     g->lens[rank] = lite_get32(c->hdr + 16);
     g->arrived++;
@@ -412,7 +523,10 @@ static void conn_hello(struct bs_root *g, int k)
 static void root_accept(struct bs_root *g)
 {
     for (int i = 0; i < BS_ACCEPT_BATCH; i++) {
-        int fd = accept4(g->b->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage pa;
+        socklen_t pl = sizeof(pa);
+        int fd =
+            accept4(g->b->listen_fd, (struct sockaddr *)&pa, &pl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0 && (errno == EMFILE || errno == ENFILE) && g->nc > 0) {
             int old = 0;
             for (int k = 1; k < g->nc; k++)
@@ -430,9 +544,22 @@ static void root_accept(struct bs_root *g)
         }
         int one = 1; /* a frame goes in two writes: the second must not wait for an ACK */
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        struct lite_tls_conn *tc = NULL;
+        if (g->b->tls && !(tc = lite_tls_conn_new(g->b->tls, fd, false))) {
+            LITE_WARN("bootstrap root %s: out of memory for a TLS session", g->b->root_desc);
+            close(fd);
+            continue;
+        }
         int64_t now = lite_now_ns();
-        g->c[g->nc++] = (struct bs_conn){
-            .fd = fd, .since = now, .deadline = now + (int64_t)BS_HELLO_WAIT_MS * 1000000};
+        struct bs_conn *c = &g->c[g->nc++];
+        *c = (struct bs_conn){.fd = fd,
+                              .tc = tc,
+                              .since = now,
+                              .deadline = now + (int64_t)BS_HELLO_WAIT_MS * 1000000};
+        char host[LITE_HOST_MAX];
+        uint16_t port = 0;
+        lite_sock_name(&pa, host, sizeof(host), &port);
+        lite_fmt(c->peer, sizeof(c->peer), "%s:%u", host, port);
     }
 }
 
@@ -497,7 +624,8 @@ static int root_gather(struct lite_bootstrap *b, void **blobs, size_t *lens, int
             }
         int first_stranger = n;
         for (int k = 0; k < g.nc; k++)
-            pfd[n++] = (struct pollfd){.fd = g.c[k].fd, .events = POLLIN};
+            pfd[n++] = (struct pollfd){.fd = g.c[k].fd,
+                                       .events = POLLIN | (g.c[k].want_write ? POLLOUT : 0)};
         int got = poll(pfd, (nfds_t)n, lite_ms_left(wake, 1000));
         if (got <= 0)
             continue;
@@ -515,7 +643,7 @@ static int root_gather(struct lite_bootstrap *b, void **blobs, size_t *lens, int
             if (!pfd[first_stranger + k].revents)
                 continue;
             const char *bad = NULL;
-            int st = conn_read(&g.c[k], &bad);
+            int st = conn_read(&g, &g.c[k], &bad);
             if (st < 0)
                 conn_drop(&g, k, bad);
             else if (st > 0)
@@ -575,8 +703,8 @@ int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t 
                 off += 4 + lens[r];
             }
             for (int r = 1; r < b->world && !rc; r++) {
-                rc = send_frame(b->fds[r], BS_TABLE, 0, (uint32_t)b->world, table, (uint32_t)tlen,
-                                deadline_ns);
+                rc = send_frame(b->fds[r], b->tcs[r], BS_TABLE, 0, (uint32_t)b->world, table,
+                                (uint32_t)tlen, deadline_ns);
                 if (rc)
                     lite_fmt(why, why_len, "root could not send the address table to rank %d: %s",
                              r, lite_strerror(rc));
@@ -589,10 +717,11 @@ int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t 
                                  : deadline_ns + BS_VERDICT_GRACE_NS;
         int drops = 0, pause_ms = 10;
         for (;;) {
-            rc = send_frame(b->root_fd, BS_HELLO, (uint32_t)b->rank, (uint32_t)b->world, blob,
-                            (uint32_t)len, deadline_ns);
+            if (!rc) /* else the TLS handshake after a drop closed too: the same case */
+                rc = send_frame(b->root_fd, b->root_tc, BS_HELLO, (uint32_t)b->rank,
+                                (uint32_t)b->world, blob, (uint32_t)len, deadline_ns);
             if (!rc)
-                rc = recv_frame(b->root_fd, &f, verdict_dl);
+                rc = recv_frame(b->root_fd, b->root_tc, &f, verdict_dl);
             /* Closed without a word: the root drops connections whose hello is late or that
              * crowd its table of strangers. While it still accepts, it lives: say hello again. */
             if (rc != -LITE_ERR_PEER_LOST ||
@@ -610,6 +739,15 @@ int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t 
             drops++;
             LITE_INFO("rank %d: the root %s dropped this rank's connection; connected again",
                       b->rank, b->root_desc);
+            rc = root_secure(b, fd, deadline_ns, why, why_len);
+            if (rc && rc != -LITE_ERR_PEER_LOST)
+                goto out;
+        }
+        if (rc == -EPROTO) { /* the root's TLS alert, e.g. its refusal of our certificate */
+            lite_fmt(why, why_len, "rank %d: the root %s refused this rank's TLS session: %s",
+                     b->rank, b->root_desc, lite_tls_error());
+            rc = -EACCES;
+            goto out;
         }
         if (rc) {
             char dropped[48] = "";
@@ -665,10 +803,10 @@ int lite_bootstrap_barrier(struct lite_bootstrap *b, int64_t deadline_ns, char *
         return 0;
     struct bs_frame f;
     if (b->rank != 0) {
-        int rc = send_frame(b->root_fd, BS_READY, (uint32_t)b->rank, (uint32_t)b->world, NULL, 0,
-                            deadline_ns);
+        int rc = send_frame(b->root_fd, b->root_tc, BS_READY, (uint32_t)b->rank, (uint32_t)b->world,
+                            NULL, 0, deadline_ns);
         if (!rc)
-            rc = recv_frame(b->root_fd, &f, deadline_ns);
+            rc = recv_frame(b->root_fd, b->root_tc, &f, deadline_ns);
         if (rc) {
             lite_fmt(why, why_len, "rank %d: init barrier with the root failed: %s", b->rank,
                      lite_strerror(rc));
@@ -682,7 +820,7 @@ int lite_bootstrap_barrier(struct lite_bootstrap *b, int64_t deadline_ns, char *
         return rc;
     }
     for (int r = 1; r < b->world; r++) {
-        int rc = recv_frame(b->fds[r], &f, deadline_ns);
+        int rc = recv_frame(b->fds[r], b->tcs[r], &f, deadline_ns);
         if (!rc && f.type != BS_READY)
             rc = -LITE_ERR_PROTOCOL;
         free(f.payload);
@@ -694,7 +832,8 @@ int lite_bootstrap_barrier(struct lite_bootstrap *b, int64_t deadline_ns, char *
         }
     }
     for (int r = 1; r < b->world; r++) {
-        int rc = send_frame(b->fds[r], BS_GO, 0, (uint32_t)b->world, NULL, 0, deadline_ns);
+        int rc =
+            send_frame(b->fds[r], b->tcs[r], BS_GO, 0, (uint32_t)b->world, NULL, 0, deadline_ns);
         if (rc) {
             lite_fmt(why, why_len, "init barrier: rank %d lost: %s", r, lite_strerror(rc));
             return rc;
@@ -709,12 +848,17 @@ void lite_bootstrap_close(struct lite_bootstrap *b)
         return;
     if (b->listen_fd >= 0)
         close(b->listen_fd);
+    lite_tls_conn_free(b->root_tc);
     if (b->root_fd >= 0)
         close(b->root_fd);
+    for (int r = 0; b->tcs && r < b->world; r++)
+        lite_tls_conn_free(b->tcs[r]);
     for (int r = 0; b->fds && r < b->world; r++)
         if (b->fds[r] >= 0)
             close(b->fds[r]);
     free(b->fds);
+    free(b->tcs);
+    lite_tls_close(b->tls);
     free(b);
 }
 

@@ -41,11 +41,14 @@ endfunction()
 # once per variant. Every backend gets a default variant named after it; a backend with several
 # configurations worth testing (e.g. libfabric providers) adds more. Values with ';' must be
 # escaped as '\\;'. FIXTURE: a CTest fixture every test of the variant requires (files its ENV
-# names, made by a FIXTURES_SETUP test).
+# names, made by a FIXTURES_SETUP test). GATE: an executable target every rank runs as
+# `gate program args...`: it exits 77 (skipped) with the reason when the variant cannot run on
+# this host, and otherwise sets up the rank and execs the program.
 function(lite_test_variant name)
-  cmake_parse_arguments(V "" "TRANSPORT;FIXTURE" "ENV" ${ARGN})
+  cmake_parse_arguments(V "" "TRANSPORT;FIXTURE;GATE" "ENV" ${ARGN})
   set_property(GLOBAL APPEND PROPERTY LITE_TEST_VARIANTS ${name})
   set_property(GLOBAL PROPERTY LITE_VARIANT_${name}_TRANSPORT ${V_TRANSPORT})
   set_property(GLOBAL PROPERTY LITE_VARIANT_${name}_ENV "${V_ENV}")
   set_property(GLOBAL PROPERTY LITE_VARIANT_${name}_FIXTURE "${V_FIXTURE}")
+  set_property(GLOBAL PROPERTY LITE_VARIANT_${name}_GATE "${V_GATE}")
 endfunction()

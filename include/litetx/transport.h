@@ -254,6 +254,9 @@ struct lite_transport_params {
      * LITE_CAP_ENCRYPTED, which must then encrypt and mutually authenticate every connection
      * and bind each peer's claimed rank to its credentials. */
     const struct lite_security *security;
+    /* lite_config_t.op_timeout_ms (<= 0: none): the bound for a backend's own waits that no peer
+     * message ends (a GPU kernel waiting for its partner), after which it gives up the op. */
+    int op_timeout_ms;
 };
 
 /* One environment variable a backend or the core reads (docs/CONFIG.md lists them all). */

@@ -15,6 +15,9 @@ extern const struct lite_transport_ops lite_rdma_ops;
 #ifdef LITE_HAVE_EFA
 extern const struct lite_transport_ops lite_efa_ops;
 #endif
+#ifdef LITE_HAVE_NCCL
+extern const struct lite_transport_ops lite_nccl_ops;
+#endif
 #ifdef LITE_HAVE_QUIC
 extern const struct lite_transport_ops lite_quic_ops;
 #endif
@@ -31,6 +34,11 @@ static const struct lite_transport_ops *const g_table[] = {
 #endif
 #ifdef LITE_HAVE_EFA
     &lite_efa_ops,
+#endif
+#ifdef LITE_HAVE_NCCL
+    /* No RDMA fabric: device buffers over NCCL (within a node, or its sockets); usable only
+     * with a CUDA device and libnccl.so.2 (probe), host messages as tcp's. */
+    &lite_nccl_ops,
 #endif
 #ifdef LITE_HAVE_TCP
     &lite_tcp_ops,

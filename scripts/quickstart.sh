@@ -20,10 +20,12 @@ PACKAGES=(build-essential cmake pkg-config libjson-c-dev libcmocka-dev)
 # The test suite builds every backend that can run here and runs each against real components:
 #   rdma: libibverbs, and a Soft-RoCE qemu VM (../shared/tools/rxe-vm) with perftest as the peer;
 #   efa:  libfabric with its tcp;ofi_rxm and shm providers;
-#   mpirun: the same test binary launched by Open MPI.
+#   mpirun: the same test binary launched by Open MPI;
+#   man.check: groff formats every man page with its warnings on.
 TEST_PACKAGES=(openmpi-bin libibverbs-dev libfabric-dev libfabric-bin
     qemu-system-x86 kmod cpio busybox-static libibverbs1 ibverbs-providers librdmacm1
-    ibverbs-utils rdmacm-utils iproute2 xz-utils binutils perftest clang libclang-rt-14-dev)
+    ibverbs-utils rdmacm-utils iproute2 xz-utils binutils perftest clang libclang-rt-14-dev
+    groff-base)
 
 install_missing() {
     local missing=()

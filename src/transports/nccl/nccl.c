@@ -189,7 +189,7 @@ struct nc_held {
     uint8_t data[];
 };
 
-enum rx_kind { RX_PASS, RX_STAGE, RX_HOLD, RX_ENV, RX_GO, RX_DROP };
+enum rx_kind { RX_PASS, RX_STAGE, RX_STAGE_FAIL, RX_HOLD, RX_ENV, RX_GO, RX_DROP };
 
 /* One message being received from the inner tcp instance (one at a time per peer). */
 struct nc_rx {
@@ -501,11 +501,20 @@ static bool can_post(const struct lite_transport *t)
 static int post_group(struct lite_transport *t, int peer, struct nc_xfer *s, struct nc_xfer *r)
 {
     struct nc_group *g = calloc(1, sizeof(*g));
-    if (!g)
-        return -ENOMEM;
-    int rc = lite_gpu_event_create(t->device, &g->ev);
+    int rc = g ? lite_gpu_event_create(t->device, &g->ev) : -ENOMEM;
     if (rc) {
+        /* Nothing posted, but the peer expects this group: the pair cannot go on. */
         free(g);
+        if (s) {
+            t->up->send_done(t->core, s->core_op, rc);
+            xfer_free(t, s);
+        }
+        if (r) {
+            t->peers[peer].recv = NULL;
+            t->peers[peer].recv_posted = false;
+            xfer_free(t, r);
+        }
+        peer_fail(t, peer, rc, "no memory for an NCCL group");
         return rc;
     }
     cudaStream_t st = (cudaStream_t)lite_gpu_stream_raw(t->stream);
@@ -804,7 +813,8 @@ static int up_recv_begin(struct lite_core *core, int peer, const struct lite_msg
         if (p->stage_cap < hdr->len) {
             void *b = realloc(p->stage, hdr->len);
             if (!b) {
-                *dst = NULL; /* discarded; the core still gets its recv_end */
+                rx->kind = RX_STAGE_FAIL; /* discarded, then the pair fails */
+                *dst = NULL;
                 return 0;
             }
             p->stage = b;
@@ -834,8 +844,16 @@ static void up_recv_end(struct lite_core *core, int peer, void *token)
             peer_fail(t, peer, rc, "copying a message into device memory failed");
         break;
     }
+    case RX_STAGE_FAIL:
+        t->up->recv_end(t->core, peer, rx->core_token);
+        peer_fail(t, peer, -ENOMEM, "no host memory to stage a message for device memory");
+        break;
     case RX_HOLD: {
         struct nc_held *h = rx->buf;
+        if (p->failed) {
+            free(h);
+            break;
+        }
         if (p->held_tail)
             p->held_tail->next = h;
         else
@@ -849,6 +867,8 @@ static void up_recv_end(struct lite_core *core, int peer, void *token)
         memcpy(&len, rx->env, sizeof(len));
         h.channel &= 0x0fu;
         h.len = len;
+        if (p->failed)
+            break;
         if (held(p)) {
             struct nc_held *m = malloc(sizeof(*m));
             if (!m) {
@@ -869,6 +889,8 @@ static void up_recv_end(struct lite_core *core, int peer, void *token)
         break;
     }
     case RX_GO: {
+        if (p->failed)
+            break;
         struct nc_go *g = malloc(sizeof(*g));
         if (!g) {
             peer_fail(t, peer, -ENOMEM, "out of memory for a GO");
@@ -1188,7 +1210,7 @@ static int nccl_msg_send(struct lite_transport *t, int peer, const struct lite_m
     if (p->failed)
         return -LITE_ERR_PEER_LOST;
     if (hdr->len && payload && lite_gpu_ptr_is_device(payload, NULL)) {
-        if (!can_post(t) && (t->comm_dead || !t->comm)) {
+        if (t->comm_dead || !t->comm) {
             nc_log(t, LITE_LOG_ERROR,
                    "a device payload to rank %d cannot move: the NCCL communicator was aborted",
                    peer);

@@ -26,7 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "litetx/litetx.h"
 #include "litetx/transport.h"
+#include "loop_gate.h"
 
 #define BLOB_MAGIC 0x504f4f4cu /* "LOOP" */
 #define BLOB_LEN   16          /* u32 magic | u32 pid | u64 inbox id */
@@ -36,7 +38,8 @@
 struct loop_msg {
     struct loop_msg *next;
     int src;
-    bool bye; /* the sender closed (in order): nothing follows */
+    bool bye;     /* the sender closed (in order) or was cut (test gate): nothing follows */
+    int bye_code; /* -ESHUTDOWN for a close, -LITE_ERR_PEER_LOST for a cut */
     struct lite_msg_hdr hdr;
     uint8_t data[];
 };
@@ -48,6 +51,7 @@ struct loop_inbox {
     struct loop_msg *head, *tail; /* under mu */
     bool closed;                  /* under mu: the owner closed, sends to it fail */
     uint64_t id;
+    int rank; /* the owner's (the test gate finds inboxes by rank) */
     int refs; /* under g_mu: the owner and each connected peer */
 };
 
@@ -118,6 +122,7 @@ static int loop_open(const struct lite_transport_params *params, struct lite_tra
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
     b->refs = 1;
+    b->rank = params->rank;
     pthread_mutex_lock(&g_mu);
     if (g_next_id + 1 >= g_cap) {
         uint64_t cap = g_cap ? g_cap * 2 : 64;
@@ -162,6 +167,197 @@ static bool inbox_put(struct loop_inbox *b, struct loop_msg *m)
     return open;
 }
 
+/*
+ * The test gate (loop_gate.h): while it is on, every message a loop backend of this process
+ * sends waits on one process-wide list, in send order, until the test releases it, so a test
+ * decides the order in which the core sees its messages instead of sleeping and hoping. A test
+ * can also cut a pair of ranks: what a crash or a broken link looks like to both sides.
+ * Meant for one job at a time (ranks are looked up by number among the open inboxes).
+ */
+struct gate_msg {
+    struct gate_msg *next;
+    uint64_t id;
+    int dst;
+    struct loop_inbox *to; /* a reference held */
+    struct loop_msg *m;
+};
+
+#define GATE_CUTS 64
+
+static pthread_mutex_t g_gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool g_gate_on;
+static uint64_t g_gate_next;
+static struct gate_msg *g_gate_head;
+static struct {
+    int a, b;
+} g_cut[GATE_CUTS]; /* pairs whose messages are lost from now on */
+static int g_ncut;
+
+static bool is_cut(int a, int b)
+{
+    for (int i = 0; i < g_ncut; i++)
+        if ((g_cut[i].a == a && g_cut[i].b == b) || (g_cut[i].a == b && g_cut[i].b == a))
+            return true;
+    return false;
+}
+
+/* Send m from this rank to `peer`: onto its queue, or onto the gate's list while the gate is
+ * on. False when the peer's owner has closed (m is not taken). */
+static bool post(struct loop_inbox *to, int dst, struct loop_msg *m)
+{
+    pthread_mutex_lock(&g_gate_mu);
+    if (is_cut(m->src, dst)) { /* lost on the way, as on a broken link */
+        pthread_mutex_unlock(&g_gate_mu);
+        free(m);
+        return true;
+    }
+    if (!g_gate_on) {
+        pthread_mutex_unlock(&g_gate_mu);
+        return inbox_put(to, m);
+    }
+    pthread_mutex_lock(&to->mu);
+    bool open = !to->closed;
+    pthread_mutex_unlock(&to->mu);
+    struct gate_msg *g = open ? malloc(sizeof(*g)) : NULL;
+    if (g) {
+        pthread_mutex_lock(&g_mu);
+        to->refs++;
+        pthread_mutex_unlock(&g_mu);
+        *g = (struct gate_msg){.id = ++g_gate_next, .dst = dst, .to = to, .m = m};
+        struct gate_msg **tail = &g_gate_head;
+        while (*tail)
+            tail = &(*tail)->next;
+        *tail = g;
+    }
+    pthread_mutex_unlock(&g_gate_mu);
+    if (g)
+        return true;
+    return open ? inbox_put(to, m) : false;
+}
+
+/* Hand a held message to its inbox and drop the gate's reference. */
+static void gate_deliver(struct gate_msg *g)
+{
+    if (!inbox_put(g->to, g->m))
+        free(g->m);
+    inbox_unref(g->to);
+    free(g);
+}
+
+void lite_loop_gate(bool on)
+{
+    pthread_mutex_lock(&g_gate_mu);
+    g_gate_on = on;
+    if (!on) {
+        while (g_gate_head) {
+            struct gate_msg *g = g_gate_head;
+            g_gate_head = g->next;
+            gate_deliver(g);
+        }
+        g_ncut = 0;
+    }
+    pthread_mutex_unlock(&g_gate_mu);
+}
+
+size_t lite_loop_gate_list(struct lite_loop_held *out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&g_gate_mu);
+    for (struct gate_msg *g = g_gate_head; g; g = g->next, n++)
+        if (n < max)
+            out[n] = (struct lite_loop_held){
+                .id = g->id, .src = g->m->src, .dst = g->dst, .bye = g->m->bye, .hdr = g->m->hdr};
+    pthread_mutex_unlock(&g_gate_mu);
+    return n;
+}
+
+int lite_loop_gate_release(uint64_t id)
+{
+    pthread_mutex_lock(&g_gate_mu);
+    for (struct gate_msg **pp = &g_gate_head; *pp; pp = &(*pp)->next) {
+        struct gate_msg *g = *pp;
+        if (g->id != id)
+            continue;
+        /* An older message of the same pair goes first: a pair's order is the backend's
+         * promise; the gate only decides when. */
+        for (struct gate_msg *o = g_gate_head; o != g; o = o->next)
+            if (o->m->src == g->m->src && o->dst == g->dst) {
+                pthread_mutex_unlock(&g_gate_mu);
+                return -EAGAIN;
+            }
+        *pp = g->next;
+        gate_deliver(g);
+        pthread_mutex_unlock(&g_gate_mu);
+        return 0;
+    }
+    pthread_mutex_unlock(&g_gate_mu);
+    return -ENOENT;
+}
+
+/* The open inbox of rank `rank` (the newest, with a reference), or NULL. */
+static struct loop_inbox *inbox_of(int rank)
+{
+    struct loop_inbox *b = NULL;
+    pthread_mutex_lock(&g_mu);
+    for (uint64_t id = g_next_id; id > 0 && !b; id--)
+        if (g_by_id[id] && g_by_id[id]->rank == rank) {
+            pthread_mutex_lock(&g_by_id[id]->mu);
+            bool open = !g_by_id[id]->closed;
+            pthread_mutex_unlock(&g_by_id[id]->mu);
+            if (open) {
+                b = g_by_id[id];
+                b->refs++;
+            }
+        }
+    pthread_mutex_unlock(&g_mu);
+    return b;
+}
+
+static void tell_lost(int to_rank, int from)
+{
+    struct loop_inbox *b = inbox_of(to_rank);
+    struct loop_msg *m = b ? calloc(1, sizeof(*m)) : NULL;
+    if (m) {
+        m->src = from;
+        m->bye = true;
+        m->bye_code = -LITE_ERR_PEER_LOST;
+        if (!inbox_put(b, m))
+            free(m);
+    }
+    if (b)
+        inbox_unref(b);
+}
+
+int lite_loop_gate_cut(int a, int b)
+{
+    int dropped = 0;
+    pthread_mutex_lock(&g_gate_mu);
+    if (g_ncut == GATE_CUTS) {
+        pthread_mutex_unlock(&g_gate_mu);
+        return -ENOSPC;
+    }
+    g_cut[g_ncut].a = a;
+    g_cut[g_ncut].b = b;
+    g_ncut++;
+    for (struct gate_msg **pp = &g_gate_head; *pp;) {
+        struct gate_msg *g = *pp;
+        if (!is_cut(g->m->src, g->dst)) {
+            pp = &g->next;
+            continue;
+        }
+        *pp = g->next;
+        free(g->m);
+        inbox_unref(g->to);
+        free(g);
+        dropped++;
+    }
+    pthread_mutex_unlock(&g_gate_mu);
+    /* Each side learns it as a crash: the pair ends, nothing after it. */
+    tell_lost(a, b);
+    tell_lost(b, a);
+    return dropped;
+}
+
 static void loop_close(struct lite_transport *t)
 {
     /* Peers learn of an orderly close from a BYE behind everything this rank sent them. */
@@ -172,7 +368,8 @@ static void loop_close(struct lite_transport *t)
         if (m) {
             m->src = t->rank;
             m->bye = true;
-            if (!inbox_put(t->peers[r], m))
+            m->bye_code = -ESHUTDOWN;
+            if (!post(t->peers[r], r, m))
                 free(m);
         }
         inbox_unref(t->peers[r]);
@@ -281,7 +478,7 @@ static int loop_msg_send(struct lite_transport *t, int peer, const struct lite_m
     m->hdr = *hdr;
     if (hdr->len)
         memcpy(m->data, payload, hdr->len);
-    if (!inbox_put(t->peers[peer], m)) {
+    if (!post(t->peers[peer], peer, m)) {
         free(m);
         t->ndone--;
         char why[64];
@@ -355,8 +552,9 @@ static int loop_progress(struct lite_transport *t, int timeout_ms)
         struct loop_msg *next = m->next;
         if (m->bye) {
             char why[64];
-            snprintf(why, sizeof(why), "rank %d finalized and closed", m->src);
-            peer_fail(t, m->src, -ESHUTDOWN, why);
+            snprintf(why, sizeof(why), "rank %d %s", m->src,
+                     m->bye_code == -ESHUTDOWN ? "finalized and closed" : "was cut off");
+            peer_fail(t, m->src, m->bye_code, why);
         } else if (!t->failed[m->src]) {
             deliver(t, m); /* a refused message breaks the pair: later ones are dropped */
         }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_stage.h"
 #include "coll.h"
 
 static int ag_round(struct lite_coll_op *op, uint32_t t)
@@ -69,6 +70,8 @@ static int start(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t cou
 LITE_API int lite_allgather(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
                             int dtype, int timeout_ms)
 {
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
+        return lite_stage_allgather(ctx, sendbuf, recvbuf, count, dtype, timeout_ms);
     struct lite_coll_op *op;
     int rc = start(ctx, sendbuf, recvbuf, count, dtype, &op);
     return op ? lite_coll_run(op, timeout_ms) : rc;
@@ -80,6 +83,11 @@ LITE_API int lite_iallgather(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf
     if (ctx && !req) {
         ctx->coll_seq++;
         return lite_fail(ctx, -EINVAL, "iallgather: NULL request pointer");
+    }
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf)) {
+        ctx->coll_seq++;
+        return lite_fail(ctx, -ENOTSUP,
+                         "iallgather: device buffers need the blocking call (lite_allgather)");
     }
     struct lite_coll_op *op;
     int rc = start(ctx, sendbuf, recvbuf, count, dtype, &op);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_stage.h"
 #include "coll.h"
 #include "reduce.h"
 
@@ -270,18 +271,27 @@ static int run_nonblocking(lite_ctx_t *ctx, int kind, const void *sendbuf, void 
 LITE_API int lite_allreduce(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
                             int dtype, int op, int timeout_ms)
 {
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
+        return lite_stage_allreduce(ctx, sendbuf, recvbuf, count, dtype, op, timeout_ms);
     return run_blocking(ctx, LITE_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, timeout_ms);
 }
 
 LITE_API int lite_iallreduce(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
                              int dtype, int op, lite_request_t **req)
 {
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf)) {
+        ctx->coll_seq++;
+        return lite_fail(ctx, -ENOTSUP,
+                         "iallreduce: device buffers need the blocking call (lite_allreduce)");
+    }
     return run_nonblocking(ctx, LITE_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, req);
 }
 
 LITE_API int lite_reduce_scatter(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf,
                                  size_t recvcount, int dtype, int op, int timeout_ms)
 {
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
+        return lite_stage_reduce_scatter(ctx, sendbuf, recvbuf, recvcount, dtype, op, timeout_ms);
     return run_blocking(ctx, LITE_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op,
                         timeout_ms);
 }
@@ -289,6 +299,12 @@ LITE_API int lite_reduce_scatter(lite_ctx_t *ctx, const void *sendbuf, void *rec
 LITE_API int lite_ireduce_scatter(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf,
                                   size_t recvcount, int dtype, int op, lite_request_t **req)
 {
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf)) {
+        ctx->coll_seq++;
+        return lite_fail(
+            ctx, -ENOTSUP,
+            "ireduce_scatter: device buffers need the blocking call (lite_reduce_scatter)");
+    }
     return run_nonblocking(ctx, LITE_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op,
                            req);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_stage.h"
 #include "coll.h"
 
 /* op->v = [scounts | sdispls | rcounts | rdispls], n entries each, in elements. */
@@ -149,6 +150,8 @@ static int start(lite_ctx_t *ctx, int kind, const void *sendbuf, const size_t *s
 LITE_API int lite_alltoall(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
                            int dtype, int timeout_ms)
 {
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
+        return lite_stage_alltoall(ctx, sendbuf, recvbuf, count, dtype, timeout_ms);
     struct lite_coll_op *op;
     int rc =
         start(ctx, LITE_COLL_ALLTOALL, sendbuf, NULL, NULL, recvbuf, NULL, NULL, count, dtype, &op);
@@ -159,6 +162,11 @@ LITE_API int lite_alltoallv(lite_ctx_t *ctx, const void *sendbuf, const size_t *
                             const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
                             const size_t *rdispls, int dtype, int timeout_ms)
 {
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf)) {
+        ctx->coll_seq++;
+        return lite_fail(ctx, -ENOTSUP,
+                         "alltoallv: device buffers are not staged; copy them to host buffers");
+    }
     struct lite_coll_op *op;
     int rc = start(ctx, LITE_COLL_ALLTOALLV, sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
                    rdispls, 0, dtype, &op);
@@ -184,6 +192,11 @@ static int nonblocking(lite_ctx_t *ctx, int kind, const void *sendbuf, const siz
 LITE_API int lite_ialltoall(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
                             int dtype, lite_request_t **req)
 {
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf)) {
+        ctx->coll_seq++;
+        return lite_fail(ctx, -ENOTSUP,
+                         "ialltoall: device buffers need the blocking call (lite_alltoall)");
+    }
     return nonblocking(ctx, LITE_COLL_ALLTOALL, sendbuf, NULL, NULL, recvbuf, NULL, NULL, count,
                        dtype, req);
 }
@@ -192,6 +205,11 @@ LITE_API int lite_ialltoallv(lite_ctx_t *ctx, const void *sendbuf, const size_t 
                              const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
                              const size_t *rdispls, int dtype, lite_request_t **req)
 {
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf)) {
+        ctx->coll_seq++;
+        return lite_fail(ctx, -ENOTSUP,
+                         "ialltoallv: device buffers are not staged; copy them to host buffers");
+    }
     return nonblocking(ctx, LITE_COLL_ALLTOALLV, sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
                        rdispls, 0, dtype, req);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_stage.h"
 #include "coll.h"
 
 #define PIPE_WINDOW 4
@@ -100,6 +101,8 @@ static int start(lite_ctx_t *ctx, void *buf, size_t count, int dtype, int root,
 LITE_API int lite_bcast(lite_ctx_t *ctx, void *buf, size_t count, int dtype, int root,
                         int timeout_ms)
 {
+    if (ctx && lite_stage_coll_dev(buf, NULL))
+        return lite_stage_bcast(ctx, buf, count, dtype, root, timeout_ms);
     struct lite_coll_op *op;
     int rc = start(ctx, buf, count, dtype, root, &op);
     return op ? lite_coll_run(op, timeout_ms) : rc;
@@ -111,6 +114,11 @@ LITE_API int lite_ibcast(lite_ctx_t *ctx, void *buf, size_t count, int dtype, in
     if (ctx && !req) {
         ctx->coll_seq++;
         return lite_fail(ctx, -EINVAL, "ibcast: NULL request pointer");
+    }
+    if (ctx && lite_stage_coll_dev(buf, NULL)) {
+        ctx->coll_seq++;
+        return lite_fail(ctx, -ENOTSUP,
+                         "ibcast: device buffers need the blocking call (lite_bcast)");
     }
     struct lite_coll_op *op;
     int rc = start(ctx, buf, count, dtype, root, &op);

@@ -33,6 +33,8 @@ struct lite_request {
     struct lite_rndv *rndv;        /* rendezvous state (large messages), else NULL */
     void *coll;                    /* LITE_REQ_COLL: the collective (coll_engine.c) */
     struct lite_emu_op *emu;       /* internal message of an emulated one-sided op (rma_emu.c) */
+    void *stage;     /* a device buffer's pinned bounce buffer (gpu_stage.c), else NULL */
+    void *stage_dst; /* a staged receive: the device buffer its bytes go to at completion */
     /* Every request allocated and not yet freed, cached ones included: lite_finalize frees
      * those the user never waited for too. Last, so a reused request keeps them (p2p.c). */
     struct lite_request *all_prev, *all_next;

@@ -7,6 +7,7 @@
  * that exist in every driver since CUDA 11.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -163,7 +164,7 @@ static void load_once(void)
     const char *name = getenv("LITETX_CUDA_DRIVER");
     if (!name || !*name)
         name = "libcuda.so.1";
-    G.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    __atomic_store_n(&G.lib, dlopen(name, RTLD_NOW | RTLD_LOCAL), __ATOMIC_RELEASE);
     if (!G.lib) {
         const char *e = dlerror();
         snprintf(G.why, sizeof(G.why), "no CUDA driver: cannot load %s (%s)", name,
@@ -320,17 +321,40 @@ static int ptr_dev(const void *p)
     return lite_gpu_ptr_kind(p, &d) == LITE_MEM_CUDA ? d : 0;
 }
 
+static int count_adds(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    *(unsigned long long *)data = info->dlpi_adds;
+    return 1; /* the counter is the same in every entry: one is enough */
+}
+
+/* Whether the process has the CUDA driver loaded, without loading it: a process that never
+ * loaded the driver has no device memory, and cuInit costs time and memory that host-only
+ * applications should not pay. dlopen(RTLD_NOLOAD) alone costs tens of microseconds, so it runs
+ * only when the loader's count of loaded objects (dlpi_adds) moved since the last look. */
+static bool driver_in_process(void)
+{
+    static unsigned long long seen = ~0ull;
+    if (__atomic_load_n(&G.lib, __ATOMIC_ACQUIRE))
+        return true;
+    unsigned long long adds = 0;
+    dl_iterate_phdr(count_adds, &adds);
+    if (adds == __atomic_load_n(&seen, __ATOMIC_RELAXED))
+        return false;
+    const char *name = getenv("LITETX_CUDA_DRIVER");
+    void *h = dlopen(name && *name ? name : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (h) {
+        dlclose(h);
+        return true;
+    }
+    __atomic_store_n(&seen, adds, __ATOMIC_RELAXED);
+    return false;
+}
+
 int lite_gpu_ptr_kind(const void *p, int *device)
 {
-    /* A process that never loaded the driver has no device memory: do not load it (cuInit
-     * costs time and memory) for host-only applications. RTLD_NOLOAD only looks. */
-    if (__atomic_load_n(&G.lib, __ATOMIC_ACQUIRE) == NULL) {
-        const char *name = getenv("LITETX_CUDA_DRIVER");
-        void *h = dlopen(name && *name ? name : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-        if (!h)
-            return LITE_MEM_HOST;
-        dlclose(h);
-    }
+    if (!driver_in_process())
+        return LITE_MEM_HOST;
     if (loaded() || !p)
         return LITE_MEM_HOST;
     unsigned int type = 0, managed = 0;
@@ -683,6 +707,13 @@ int lite_gpu_reduce(void *acc, const void *in, size_t count, int dtype, int op,
         return -EINVAL;
     if (count == 0)
         return 0;
+    size_t es = lite_dtype_size(dtype);
+    if (((uintptr_t)acc | (uintptr_t)in) % es) {
+        LITE_ERROR("gpu: reduce: device buffers %p and %p must be aligned to the element size "
+                   "(%zu bytes)",
+                   acc, in, es);
+        return -EINVAL;
+    }
     int rc = ctx_enter(s->dev);
     if (rc)
         return rc;
@@ -704,6 +735,10 @@ int lite_gpu_scale_avg(void *acc, size_t count, int dtype, int nranks, struct li
         return -EINVAL;
     if (count == 0)
         return 0;
+    if ((uintptr_t)acc % lite_dtype_size(dtype)) {
+        LITE_ERROR("gpu: scale_avg: device buffer %p must be aligned to the element size", acc);
+        return -EINVAL;
+    }
     int rc = ctx_enter(s->dev);
     if (rc)
         return rc;

@@ -19,6 +19,7 @@
 
 #include "coll.h"
 #include "ctx.h"
+#include "gpu.h"
 
 #define RDESC_MAGIC   0x4452544cu /* "LTRD" */
 #define RDESC_SUM_OFF 104
@@ -58,6 +59,15 @@ LITE_API int lite_mr_reg(lite_ctx_t *ctx, void *addr, size_t len, int kind, unsi
         return lite_fail(ctx, -EINVAL, "mr_reg: unknown access bits %#x", access);
     if (kind != LITE_MEM_HOST && kind != LITE_MEM_CUDA)
         return lite_fail(ctx, -EINVAL, "mr_reg: unknown memory kind %d", kind);
+    if (kind == LITE_MEM_CUDA) {
+        char why[200];
+        int g = lite_gpu_available(why, sizeof(why));
+        if (g)
+            return lite_fail(ctx, g, "mr_reg: LITE_MEM_CUDA needs a CUDA device: %s", why);
+        if (!lite_gpu_ptr_is_device(addr, NULL))
+            return lite_fail(ctx, -EINVAL, "mr_reg: %p is not CUDA device memory (LITE_MEM_CUDA)",
+                             addr);
+    }
     if (kind == LITE_MEM_CUDA && !(ctx->ops.caps & LITE_CAP_DEVICE_MEM))
         return lite_fail(ctx, -ENOSYS, "mr_reg: transport %s cannot register device memory",
                          ctx->ops.name);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ctx.h"
+#include "gpu_stage.h"
 
 int lite_fail(struct lite_ctx *ctx, int code, const char *fmt, ...)
 {
@@ -64,6 +65,8 @@ void lite_request_release(struct lite_ctx *ctx, struct lite_request *req)
 {
     if (!req)
         return;
+    if (req->stage)
+        lite_stage_req_end(req);
     free(req->rndv);
     req->rndv = NULL;
     if (ctx->req_cached < REQ_CACHE_MAX) {
@@ -844,6 +847,8 @@ LITE_API int lite_isend(lite_ctx_t *ctx, int peer, uint64_t tag, const void *buf
     CHECK_CTX(ctx);
     if (!req)
         return lite_fail(ctx, -EINVAL, "isend: NULL request pointer");
+    if (lite_stage_is_dev(buf))
+        return lite_stage_isend(ctx, peer, tag, buf, len, req);
     return lite_post_send(ctx, LITE_CHAN_USER, peer, tag, buf, len, req);
 }
 
@@ -853,11 +858,15 @@ LITE_API int lite_irecv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size
     CHECK_CTX(ctx);
     if (!req)
         return lite_fail(ctx, -EINVAL, "irecv: NULL request pointer");
+    if (lite_stage_is_dev(buf))
+        return lite_stage_irecv(ctx, peer, tag, buf, len, req);
     return lite_post_recv(ctx, LITE_CHAN_USER, peer, tag, buf, len, req);
 }
 
-static void fill_status(const struct lite_request *r, lite_status_t *st)
+static void fill_status(struct lite_request *r, lite_status_t *st)
 {
+    if (r->stage) /* a staged receive's bytes reach the device before anyone sees it done */
+        lite_stage_req_end(r);
     if (!st)
         return;
     st->peer = r->peer;
@@ -980,6 +989,8 @@ LITE_API int lite_send(lite_ctx_t *ctx, int peer, uint64_t tag, const void *buf,
                        int timeout_ms)
 {
     CHECK_CTX(ctx);
+    if (lite_stage_is_dev(buf))
+        return lite_stage_send(ctx, peer, tag, buf, len, timeout_ms);
     int rc = send_check(ctx, LITE_CHAN_USER, peer, tag, buf, len);
     if (rc)
         return rc;
@@ -1008,6 +1019,8 @@ LITE_API int lite_recv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size_
 {
     lite_request_t *r;
     lite_status_t st = {0};
+    if (ctx && lite_stage_is_dev(buf))
+        return lite_stage_recv(ctx, peer, tag, buf, len, received, timeout_ms);
     int rc = lite_irecv(ctx, peer, tag, buf, len, &r);
     if (rc)
         return rc;

@@ -1,0 +1,512 @@
+/*
+ * gpu_stage.c - device buffers staged through pinned host memory (see gpu_stage.h).
+ *
+ * Every collective here is the host collective run on bounce buffers, so a device-buffer call
+ * gives the bytes of the host-buffer call. The copies use one non-blocking library stream per
+ * device (process-wide) and one event per bounce slot; nothing waits on the caller's streams.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctx.h"
+#include "gpu.h"
+#include "gpu_stage.h"
+#include "reduce.h"
+
+#define STAGE_CHUNK_DEFAULT (4L << 20)
+#define STAGE_CACHE_MAX     4
+
+bool lite_stage_is_dev(const void *p)
+{
+    return p && p != LITE_IN_PLACE && lite_gpu_ptr_kind(p, NULL) == LITE_MEM_CUDA;
+}
+
+size_t lite_stage_chunk(size_t esize)
+{
+    long b = lite_env_long("LITETX_GPU_STAGE_CHUNK", 4096, 1L << 30, STAGE_CHUNK_DEFAULT);
+    if (esize == 0)
+        esize = 1;
+    size_t n = (size_t)b / esize;
+    return (n ? n : 1) * esize;
+}
+
+size_t lite_stage_nseg(size_t count, size_t seg_elems)
+{
+    return seg_elems ? (count + seg_elems - 1) / seg_elems : 0;
+}
+
+int lite_stage_pipeline(const struct lite_stage_io *io, void *const slots[2], void *dst,
+                        const void *src, size_t count, size_t esize, size_t seg_elems,
+                        lite_stage_work_fn work, void *warg)
+{
+    size_t nseg = lite_stage_nseg(count, seg_elems);
+    const unsigned char *s = src;
+    unsigned char *d = dst;
+    int rc = 0;
+    if (nseg == 0)
+        return 0;
+        /* segment k: elements [k * seg_elems, min(count, (k + 1) * seg_elems)) */
+#define SEG_N(k) ((k) + 1 < nseg ? seg_elems : count - (k)*seg_elems)
+    rc = io->fetch(io->arg, 0, slots[0], s, SEG_N(0) * esize);
+    for (size_t k = 0; !rc && k < nseg; k++) {
+        int slot = (int)(k & 1);
+        size_t first = k * seg_elems, n = SEG_N(k);
+        rc = io->fetch_wait(io->arg, slot);
+        /* The next segment's fetch goes into the other slot; the put of the segment that used
+         * it was issued earlier on the same stream, so it has read the slot first. */
+        if (!rc && k + 1 < nseg)
+            rc = io->fetch(io->arg, slot ^ 1, slots[slot ^ 1], s + (first + seg_elems) * esize,
+                           SEG_N(k + 1) * esize);
+        if (!rc)
+            rc = work(warg, slots[slot], first, n);
+        if (!rc)
+            rc = io->put(io->arg, slot, d + first * esize, slots[slot], n * esize);
+    }
+#undef SEG_N
+    int drc = io->drain(io->arg);
+    return rc ? rc : drc;
+}
+
+/* ---- bounce buffers: a few cached per process, largest kept ---- */
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    void *p;
+    size_t n;
+} cache[STAGE_CACHE_MAX];
+
+/* The size of each live bounce buffer, so put() can cache it: a small table, bounce buffers are
+ * few (two per staged call). */
+#define STAGE_LIVE_MAX 256
+static struct {
+    void *p;
+    size_t n;
+} live[STAGE_LIVE_MAX];
+
+int lite_stage_get(size_t n, void **out)
+{
+    *out = NULL;
+    size_t want = (n + 0xFFFFu) & ~(size_t)0xFFFFu;
+    if (want == 0)
+        want = 0x10000u;
+    void *p = NULL;
+    size_t have = 0;
+    pthread_mutex_lock(&cache_lock);
+    int best = -1;
+    for (int i = 0; i < STAGE_CACHE_MAX; i++)
+        if (cache[i].p && cache[i].n >= want && (best < 0 || cache[i].n < cache[best].n))
+            best = i;
+    if (best >= 0) {
+        p = cache[best].p;
+        have = cache[best].n;
+        cache[best].p = NULL;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (!p) {
+        int rc = lite_gpu_host_alloc(want, &p);
+        if (rc)
+            return rc;
+        have = want;
+    }
+    pthread_mutex_lock(&cache_lock);
+    int slot = -1;
+    for (int i = 0; i < STAGE_LIVE_MAX && slot < 0; i++)
+        if (!live[i].p)
+            slot = i;
+    if (slot >= 0) {
+        live[slot].p = p;
+        live[slot].n = have;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    *out = p;
+    return 0;
+}
+
+void lite_stage_put(void *p)
+{
+    if (!p)
+        return;
+    size_t n = 0;
+    void *drop = p;
+    pthread_mutex_lock(&cache_lock);
+    for (int i = 0; i < STAGE_LIVE_MAX; i++)
+        if (live[i].p == p) {
+            n = live[i].n;
+            live[i].p = NULL;
+            break;
+        }
+    if (n) {
+        /* keep it in an empty slot, or instead of a smaller one */
+        int victim = -1;
+        for (int i = 0; i < STAGE_CACHE_MAX; i++)
+            if (!cache[i].p) {
+                victim = i;
+                break;
+            } else if (cache[i].n < n && (victim < 0 || cache[i].n < cache[victim].n)) {
+                victim = i;
+            }
+        if (victim >= 0) {
+            drop = cache[victim].p;
+            cache[victim].p = p;
+            cache[victim].n = n;
+        }
+    }
+    pthread_mutex_unlock(&cache_lock);
+    lite_gpu_host_free(drop);
+}
+
+/* ---- the library's stream of each device ---- */
+
+static pthread_mutex_t stream_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct lite_gpu_stream *streams[64];
+
+static int lib_stream(int dev, struct lite_gpu_stream **out)
+{
+    if (dev < 0 || dev >= (int)LITE_ARRAY_LEN(streams))
+        return -ENODEV;
+    pthread_mutex_lock(&stream_lock);
+    int rc = 0;
+    if (!streams[dev])
+        rc = lite_gpu_stream_create(dev, &streams[dev]);
+    *out = streams[dev];
+    pthread_mutex_unlock(&stream_lock);
+    return rc;
+}
+
+/* Copy between any two of host and device memory, synchronously. */
+static int copy_any(void *dst, const void *src, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (!lite_stage_is_dev(dst) && !lite_stage_is_dev(src)) {
+        memcpy(dst, src, n);
+        return 0;
+    }
+    return lite_gpu_copy(dst, src, n);
+}
+
+/* ---- point to point ---- */
+
+static int stage_fail(struct lite_ctx *ctx, int rc, const char *what)
+{
+    char why[200];
+    lite_gpu_available(why, sizeof(why));
+    return lite_fail(ctx, rc, "%s: staging a device buffer failed: %s%s%s", what, lite_strerror(rc),
+                     why[0] ? ": " : "", why);
+}
+
+int lite_stage_send(struct lite_ctx *ctx, int peer, uint64_t tag, const void *buf, size_t len,
+                    int timeout_ms)
+{
+    void *b;
+    int rc = lite_stage_get(len, &b);
+    if (!rc)
+        rc = copy_any(b, buf, len);
+    if (rc) {
+        lite_stage_put(b);
+        return stage_fail(ctx, rc, "send");
+    }
+    rc = lite_send(ctx, peer, tag, b, len, timeout_ms);
+    if (rc != -ETIMEDOUT) /* after a timeout the backend may still read it: leak, never reuse */
+        lite_stage_put(b);
+    return rc;
+}
+
+int lite_stage_recv(struct lite_ctx *ctx, int peer, uint64_t tag, void *buf, size_t len,
+                    size_t *received, int timeout_ms)
+{
+    void *b;
+    size_t got = 0;
+    int rc = lite_stage_get(len, &b);
+    if (rc)
+        return stage_fail(ctx, rc, "recv");
+    rc = lite_recv(ctx, peer, tag, b, len, &got, timeout_ms);
+    if (rc == 0) {
+        int crc = copy_any(buf, b, got);
+        if (crc)
+            rc = stage_fail(ctx, crc, "recv");
+    }
+    if (received)
+        *received = rc ? 0 : got;
+    if (rc != -ETIMEDOUT)
+        lite_stage_put(b);
+    return rc;
+}
+
+int lite_stage_isend(struct lite_ctx *ctx, int peer, uint64_t tag, const void *buf, size_t len,
+                     struct lite_request **req)
+{
+    void *b;
+    int rc = lite_stage_get(len, &b);
+    if (!rc)
+        rc = copy_any(b, buf, len);
+    if (rc) {
+        lite_stage_put(b);
+        return stage_fail(ctx, rc, "isend");
+    }
+    rc = lite_post_send(ctx, LITE_CHAN_USER, peer, tag, b, len, req);
+    if (rc) {
+        lite_stage_put(b);
+        return rc;
+    }
+    (*req)->stage = b;
+    return 0;
+}
+
+int lite_stage_irecv(struct lite_ctx *ctx, int peer, uint64_t tag, void *buf, size_t len,
+                     struct lite_request **req)
+{
+    void *b;
+    int rc = lite_stage_get(len, &b);
+    if (rc)
+        return stage_fail(ctx, rc, "irecv");
+    rc = lite_post_recv(ctx, LITE_CHAN_USER, peer, tag, b, len, req);
+    if (rc) {
+        lite_stage_put(b);
+        return rc;
+    }
+    (*req)->stage = b;
+    (*req)->stage_dst = buf;
+    return 0;
+}
+
+void lite_stage_req_end(struct lite_request *r)
+{
+    if (r->stage_dst && r->kind == LITE_REQ_RECV && r->state == LITE_REQ_DONE && !r->error &&
+        copy_any(r->stage_dst, r->stage, r->bytes) != 0)
+        r->error = -EIO; /* logged by the loader */
+    lite_stage_put(r->stage);
+    r->stage = NULL;
+    r->stage_dst = NULL;
+}
+
+/* ---- collectives ---- */
+
+bool lite_stage_coll_dev(const void *sendbuf, const void *recvbuf)
+{
+    return lite_stage_is_dev(sendbuf) || lite_stage_is_dev(recvbuf);
+}
+
+/* Arguments the host collective would refuse, refused here before any staging (calling it with
+ * the device buffers would come back here). */
+static int bad_args(struct lite_ctx *ctx, const char *what, int dtype)
+{
+    return lite_fail(ctx, -EINVAL,
+                     "%s: invalid arguments (dtype %d, op, root, or a NULL/in-place buffer where "
+                     "none is allowed)",
+                     what, dtype);
+}
+
+static int resolve_timeout(struct lite_ctx *ctx, int timeout_ms)
+{
+    return timeout_ms == LITE_TIMEOUT_DEFAULT ? ctx->s.op_timeout_ms : timeout_ms;
+}
+
+/* The staging of one call: bounce buffers to give back. */
+struct stage_bufs {
+    void *b[2];
+};
+
+static int bufs_get(struct lite_ctx *ctx, struct stage_bufs *sb, size_t n0, size_t n1,
+                    const char *what)
+{
+    memset(sb, 0, sizeof(*sb));
+    int rc = lite_stage_get(n0, &sb->b[0]);
+    if (!rc && n1)
+        rc = lite_stage_get(n1, &sb->b[1]);
+    if (rc) {
+        lite_stage_put(sb->b[0]);
+        return stage_fail(ctx, rc, what);
+    }
+    return 0;
+}
+
+static int bufs_end(struct stage_bufs *sb, int rc)
+{
+    if (rc == -ETIMEDOUT)
+        return rc; /* a timed-out collective may still be moving bytes: never reuse */
+    lite_stage_put(sb->b[0]);
+    lite_stage_put(sb->b[1]);
+    return rc;
+}
+
+/* The GPU side of the allreduce pipeline. */
+struct gio {
+    struct lite_gpu_stream *s;
+    struct lite_gpu_event *ev[3];
+};
+
+static int gio_fetch(void *arg, int slot, void *dst, const void *src, size_t n)
+{
+    struct gio *g = arg;
+    int rc = lite_gpu_copy_async(dst, src, n, g->s);
+    return rc ? rc : lite_gpu_event_record(g->ev[slot], g->s);
+}
+
+static int gio_fetch_wait(void *arg, int slot)
+{
+    struct gio *g = arg;
+    return lite_gpu_event_sync(g->ev[slot]);
+}
+
+static int gio_put(void *arg, int slot, void *dst, const void *src, size_t n)
+{
+    struct gio *g = arg;
+    (void)slot;
+    return lite_gpu_copy_async(dst, src, n, g->s);
+}
+
+static int gio_drain(void *arg)
+{
+    struct gio *g = arg;
+    int rc = lite_gpu_event_record(g->ev[2], g->s);
+    return rc ? rc : lite_gpu_event_sync(g->ev[2]);
+}
+
+struct ar_work {
+    struct lite_ctx *ctx;
+    int dtype, op;
+    int64_t deadline;
+    bool infinite;
+};
+
+static int ar_segment(void *arg, void *host, size_t first, size_t n)
+{
+    struct ar_work *w = arg;
+    (void)first;
+    int ms = w->infinite ? LITE_TIMEOUT_INFINITE : lite_ms_left(w->deadline, INT_MAX);
+    return lite_allreduce(w->ctx, LITE_IN_PLACE, host, n, w->dtype, w->op, ms);
+}
+
+int lite_stage_allreduce(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                         int dtype, int op, int timeout_ms)
+{
+    size_t es = lite_dtype_size(dtype);
+    if (es == 0 || !recvbuf || !sendbuf || lite_reduce_check(dtype, op))
+        return bad_args(ctx, "allreduce", dtype);
+    const void *src = sendbuf == LITE_IN_PLACE ? recvbuf : sendbuf;
+    int dev = 0;
+    if (lite_gpu_ptr_kind(recvbuf, &dev) != LITE_MEM_CUDA)
+        lite_gpu_ptr_kind(src, &dev);
+    size_t seg = lite_stage_chunk(es) / es;
+    if (seg > count)
+        seg = count ? count : 1;
+    struct stage_bufs sb;
+    int rc = bufs_get(ctx, &sb, seg * es, seg * es, "allreduce");
+    if (rc)
+        return rc;
+    struct gio g = {0};
+    rc = lib_stream(dev, &g.s);
+    for (int i = 0; !rc && i < 3; i++)
+        rc = lite_gpu_event_create(dev, &g.ev[i]);
+    if (rc) {
+        for (int i = 0; i < 3; i++)
+            lite_gpu_event_destroy(g.ev[i]);
+        return bufs_end(&sb, stage_fail(ctx, rc, "allreduce"));
+    }
+    int t = resolve_timeout(ctx, timeout_ms);
+    struct ar_work w = {.ctx = ctx,
+                        .dtype = dtype,
+                        .op = op,
+                        .deadline = lite_deadline_ns(t),
+                        .infinite = t == LITE_TIMEOUT_INFINITE};
+    struct lite_stage_io io = {.fetch = gio_fetch,
+                               .fetch_wait = gio_fetch_wait,
+                               .put = gio_put,
+                               .drain = gio_drain,
+                               .arg = &g};
+    void *const slots[2] = {sb.b[0], sb.b[1]};
+    rc = lite_stage_pipeline(&io, slots, recvbuf, src, count, es, seg, ar_segment, &w);
+    for (int i = 0; i < 3; i++)
+        lite_gpu_event_destroy(g.ev[i]);
+    return bufs_end(&sb, rc);
+}
+
+int lite_stage_reduce_scatter(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf,
+                              size_t recvcount, int dtype, int op, int timeout_ms)
+{
+    size_t es = lite_dtype_size(dtype);
+    int n = ctx->s.world_size, me = ctx->s.rank;
+    if (es == 0 || !recvbuf || !sendbuf || lite_reduce_check(dtype, op))
+        return bad_args(ctx, "reduce_scatter", dtype);
+    const unsigned char *in = sendbuf == LITE_IN_PLACE ? recvbuf : sendbuf;
+    unsigned char *out =
+        sendbuf == LITE_IN_PLACE ? (unsigned char *)recvbuf + (size_t)me * recvcount * es : recvbuf;
+    size_t total = (size_t)n * recvcount * es;
+    struct stage_bufs sb;
+    int rc = bufs_get(ctx, &sb, total, 0, "reduce_scatter");
+    if (rc)
+        return rc;
+    rc = copy_any(sb.b[0], in, total);
+    if (rc)
+        return bufs_end(&sb, stage_fail(ctx, rc, "reduce_scatter"));
+    unsigned char *h = sb.b[0];
+    rc = lite_reduce_scatter(ctx, LITE_IN_PLACE, h, recvcount, dtype, op, timeout_ms);
+    if (!rc && (rc = copy_any(out, h + (size_t)me * recvcount * es, recvcount * es)))
+        rc = stage_fail(ctx, rc, "reduce_scatter");
+    return bufs_end(&sb, rc);
+}
+
+int lite_stage_bcast(struct lite_ctx *ctx, void *buf, size_t count, int dtype, int root,
+                     int timeout_ms)
+{
+    size_t es = lite_dtype_size(dtype);
+    if (es == 0 || root < 0 || root >= ctx->s.world_size)
+        return bad_args(ctx, "bcast", dtype);
+    struct stage_bufs sb;
+    int rc = bufs_get(ctx, &sb, count * es, 0, "bcast");
+    if (rc)
+        return rc;
+    bool am_root = root == ctx->s.rank;
+    if (am_root && (rc = copy_any(sb.b[0], buf, count * es)))
+        return bufs_end(&sb, stage_fail(ctx, rc, "bcast"));
+    rc = lite_bcast(ctx, sb.b[0], count, dtype, root, timeout_ms);
+    if (!rc && !am_root && (rc = copy_any(buf, sb.b[0], count * es)))
+        rc = stage_fail(ctx, rc, "bcast");
+    return bufs_end(&sb, rc);
+}
+
+int lite_stage_allgather(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                         int dtype, int timeout_ms)
+{
+    size_t es = lite_dtype_size(dtype);
+    int n = ctx->s.world_size, me = ctx->s.rank;
+    if (es == 0 || !recvbuf || !sendbuf)
+        return bad_args(ctx, "allgather", dtype);
+    size_t blk = count * es;
+    unsigned char *mine = (unsigned char *)recvbuf + (size_t)me * blk;
+    const void *in = sendbuf == LITE_IN_PLACE ? mine : sendbuf;
+    struct stage_bufs sb;
+    int rc = bufs_get(ctx, &sb, (size_t)n * blk, 0, "allgather");
+    if (rc)
+        return rc;
+    unsigned char *h = sb.b[0];
+    if ((rc = copy_any(h + (size_t)me * blk, in, blk)))
+        return bufs_end(&sb, stage_fail(ctx, rc, "allgather"));
+    rc = lite_allgather(ctx, LITE_IN_PLACE, h, count, dtype, timeout_ms);
+    if (!rc && (rc = copy_any(recvbuf, h, (size_t)n * blk)))
+        rc = stage_fail(ctx, rc, "allgather");
+    return bufs_end(&sb, rc);
+}
+
+int lite_stage_alltoall(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                        int dtype, int timeout_ms)
+{
+    size_t es = lite_dtype_size(dtype);
+    if (es == 0 || !recvbuf || !sendbuf || sendbuf == LITE_IN_PLACE)
+        return bad_args(ctx, "alltoall", dtype);
+    size_t total = (size_t)ctx->s.world_size * count * es;
+    struct stage_bufs sb;
+    int rc = bufs_get(ctx, &sb, total, total, "alltoall");
+    if (rc)
+        return rc;
+    if ((rc = copy_any(sb.b[0], sendbuf, total)))
+        return bufs_end(&sb, stage_fail(ctx, rc, "alltoall"));
+    rc = lite_alltoall(ctx, sb.b[0], sb.b[1], count, dtype, timeout_ms);
+    if (!rc && (rc = copy_any(recvbuf, sb.b[1], total)))
+        rc = stage_fail(ctx, rc, "alltoall");
+    return bufs_end(&sb, rc);
+}

@@ -83,6 +83,10 @@ enum lite_transport_cap {
     /* Never picked by transport "auto", only by its name (the loop backend: ranks must be
      * threads of one process). */
     LITE_CAP_NO_AUTO = 1u << 10,
+    /* The message path takes device (CUDA) buffers as they are (msg_send's source, the
+     * destination the core returns from recv_begin): the core then passes the device buffers of
+     * lite_send/lite_recv & co. through instead of staging them in host memory. */
+    LITE_CAP_DEVICE_MSG = 1u << 11,
 };
 
 /* Largest address blob a backend may publish for the bootstrap exchange. */

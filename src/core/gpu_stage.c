@@ -24,6 +24,11 @@ bool lite_stage_is_dev(const void *p)
     return p && p != LITE_IN_PLACE && lite_gpu_ptr_kind(p, NULL) == LITE_MEM_CUDA;
 }
 
+bool lite_stage_msg_dev(const struct lite_ctx *ctx, const void *p)
+{
+    return !(ctx->ops.caps & LITE_CAP_DEVICE_MSG) && lite_stage_is_dev(p);
+}
+
 size_t lite_stage_chunk(size_t esize)
 {
     long b = lite_env_long("LITETX_GPU_STAGE_CHUNK", 4096, 1L << 30, STAGE_CHUNK_DEFAULT);

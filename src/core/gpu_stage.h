@@ -24,6 +24,9 @@ struct lite_request;
 
 /* true when p is device memory that the core must stage (never for NULL or LITE_IN_PLACE). */
 bool lite_stage_is_dev(const void *p);
+/* lite_stage_is_dev, for a message of ctx: false when its backend takes device buffers
+ * (LITE_CAP_DEVICE_MSG). */
+bool lite_stage_msg_dev(const struct lite_ctx *ctx, const void *p);
 
 /* ---- the pipeline, independent of CUDA (unit-tested with host memory) ---- */
 

@@ -847,7 +847,7 @@ LITE_API int lite_isend(lite_ctx_t *ctx, int peer, uint64_t tag, const void *buf
     CHECK_CTX(ctx);
     if (!req)
         return lite_fail(ctx, -EINVAL, "isend: NULL request pointer");
-    if (lite_stage_is_dev(buf))
+    if (lite_stage_msg_dev(ctx, buf))
         return lite_stage_isend(ctx, peer, tag, buf, len, req);
     return lite_post_send(ctx, LITE_CHAN_USER, peer, tag, buf, len, req);
 }
@@ -858,7 +858,7 @@ LITE_API int lite_irecv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size
     CHECK_CTX(ctx);
     if (!req)
         return lite_fail(ctx, -EINVAL, "irecv: NULL request pointer");
-    if (lite_stage_is_dev(buf))
+    if (lite_stage_msg_dev(ctx, buf))
         return lite_stage_irecv(ctx, peer, tag, buf, len, req);
     return lite_post_recv(ctx, LITE_CHAN_USER, peer, tag, buf, len, req);
 }
@@ -989,7 +989,7 @@ LITE_API int lite_send(lite_ctx_t *ctx, int peer, uint64_t tag, const void *buf,
                        int timeout_ms)
 {
     CHECK_CTX(ctx);
-    if (lite_stage_is_dev(buf))
+    if (lite_stage_msg_dev(ctx, buf))
         return lite_stage_send(ctx, peer, tag, buf, len, timeout_ms);
     int rc = send_check(ctx, LITE_CHAN_USER, peer, tag, buf, len);
     if (rc)
@@ -1019,7 +1019,7 @@ LITE_API int lite_recv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size_
 {
     lite_request_t *r;
     lite_status_t st = {0};
-    if (ctx && lite_stage_is_dev(buf))
+    if (ctx && lite_stage_msg_dev(ctx, buf))
         return lite_stage_recv(ctx, peer, tag, buf, len, received, timeout_ms);
     int rc = lite_irecv(ctx, peer, tag, buf, len, &r);
     if (rc)

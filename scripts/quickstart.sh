@@ -22,7 +22,7 @@ PACKAGES=(build-essential cmake pkg-config libjson-c-dev libcmocka-dev)
 #   efa:  libfabric with its tcp;ofi_rxm and shm providers;
 #   mpirun: the same test binary launched by Open MPI;
 #   man.check: groff formats every man page with its warnings on.
-TEST_PACKAGES=(openmpi-bin libibverbs-dev libfabric-dev libfabric-bin
+TEST_PACKAGES=(openmpi-bin libibverbs-dev librdmacm-dev libfabric-dev libfabric-bin
     qemu-system-x86 kmod cpio busybox-static libibverbs1 ibverbs-providers librdmacm1
     ibverbs-utils rdmacm-utils iproute2 xz-utils binutils perftest clang libclang-rt-14-dev
     groff-base)

@@ -8,6 +8,7 @@
 # Exit status: 0 when nothing failed. RDMA_SUITE_ONLY=perf runs only the perf comparison,
 # RDMA_SUITE_ONLY=scale only scale_test at RDMA_SCALE_NS ranks (default "4,8,16");
 # RDMA_SUITE_ONLY=kill_soak only the kill-a-peer soak (RDMA_KILL_TRIALS trials, default 30);
+# RDMA_SUITE_ONLY=cm only the cases with the QPs connected through rdma_cm (LITETX_RDMA_CM=1);
 # RDMA_SUITE_QUICK=1 leaves out the slowest cases; RDMA_PERF_ROUNDS / RDMA_PERF_*_ITERS size
 # the comparison.
 B=$(cd "$(dirname "$0")/../.." && pwd)
@@ -141,35 +142,71 @@ perf() {
 # traffic, one SIGKILLed at a random 0.2-2 s; every survivor must end its ops with the loss
 # named and exit within the op timeout (5 s) + 3 s. The script is bash (copied into the VM). ----
 kill_soak() {
-    n=${RDMA_KILL_TRIALS:-$([ "$QUICK" = 1 ] && echo 10 || echo 30)}
+    n=${2:-${RDMA_KILL_TRIALS:-$([ "$QUICK" = 1 ] && echo 10 || echo 30)}}
     BASH=$(command -v bash)
     if [ -z "$BASH" ] || ! [ -x "$MP/kill_soak" ] || ! [ -f "$B/tests/rdma/kill_soak.sh" ]; then
         skip=$((skip + 1))
         echo "RDMA-TEST kill_soak SKIP 0s (bash, tests/mp/kill_soak or tests/rdma/kill_soak.sh missing)"
         return
     fi
+    ks=${1:-kill_soak}
     t0=$(now)
-    LITETX_OP_TIMEOUT_MS=5000 KILL_SOAK_OUT=$OUT/kill_soak KILL_SOAK_ROOT_HOST=$IP \
+    LITETX_OP_TIMEOUT_MS=5000 KILL_SOAK_OUT=$OUT/$ks KILL_SOAK_ROOT_HOST=$IP \
         KILL_SOAK_PORT0=$((port + 100)) KILL_SOAK_SEED=${RDMA_KILL_SEED:-$$} \
         timeout $((n * 60 + 60)) "$BASH" "$B/tests/rdma/kill_soak.sh" "$RUN" "$MP/kill_soak" "$n" 3 \
-        > "$OUT/kill_soak.log" 2>&1
+        > "$OUT/$ks.log" 2>&1
     r=$?
     port=$((port + 100 + n))
     d=$(awk "BEGIN{printf \"%.1f\", $(now) - $t0}")
-    sum=$(grep -m1 "^kill_soak:" "$OUT/kill_soak.log")
+    sum=$(grep -m1 "^kill_soak:" "$OUT/$ks.log")
     if [ $r -eq 0 ]; then
-        pass=$((pass + 1)); echo "RDMA-TEST kill_soak PASS ${d}s ($sum)"
+        pass=$((pass + 1)); echo "RDMA-TEST $ks PASS ${d}s ($sum)"
     else
-        fail=$((fail + 1)); echo "RDMA-TEST kill_soak FAIL(rc=$r) ${d}s ($sum)"
-        tail -n 40 "$OUT/kill_soak.log" | sed 's/^/    | /'
+        fail=$((fail + 1)); echo "RDMA-TEST $ks FAIL(rc=$r) ${d}s ($sum)"
+        tail -n 40 "$OUT/$ks.log" | sed 's/^/    | /'
     fi
     # the survivors' first error and finalize, after the kill: median and worst (docs/RDMA.md)
-    if [ -s "$OUT/kill_soak/ok.txt" ]; then
+    if [ -s "$OUT/$ks/ok.txt" ]; then
         for k in "first error" finalized; do
-            sed -n "s/.*$k +\([0-9.]*\) s.*/\1/p" "$OUT/kill_soak/ok.txt" | sort -n |
+            sed -n "s/.*$k +\([0-9.]*\) s.*/\1/p" "$OUT/$ks/ok.txt" | sort -n |
                 awk -v k="$k" '{v[NR]=$1} END{ if (NR) printf "RDMA-KILL-SOAK %s after the kill: median %.3f s, max %.3f s (%d survivors)\n", k, v[int((NR+1)/2)], v[NR], NR }'
         done
     fi
+}
+
+# ---- QPs connected through rdma_cm (LITETX_RDMA_CM=1): address, route, source GID, path MTU
+# and PSNs from the CM; the side channel still carries the per-pair data, re-arms and BYE ----
+second_rxe() { # rxe1 on a second dummy interface (192.0.3.1); 0 when it is there
+    [ -d /sys/class/infiniband/rxe1 ] && return 0
+    ip link add rxenet1 type dummy 2>/dev/null && ip addr add 192.0.3.1/24 dev rxenet1 &&
+        ip link set rxenet1 mtu 4200 && ip link set rxenet1 up &&
+        rdma link add rxe1 type rxe netdev rxenet1 2>/dev/null || return 1
+    i=0
+    while [ $i -lt 30 ] && ! grep -q "ffff:c000:0301" /sys/class/infiniband/rxe1/ports/1/gids/* 2>/dev/null; do
+        sleep 0.1; i=$((i + 1))
+    done
+}
+cm_cases() {
+    C=LITETX_RDMA_CM=1
+    t cm.p2p.np2 2 120 $C -- "$MP/p2p_test"
+    t cm.rma.np3 3 180 $C -- "$MP/rma_test"
+    t cm.fault.rank_exits 3 60 $C -- "$MP/fault_test" rank_exits
+    ROOT=127.0.0.1 t cm.loopback_bootstrap.p2p.np2 2 120 $C -- "$MP/p2p_test"
+    # rank 1 without rdma_cm: refused at init, with the reason
+    expect_fail cm.mixed "connect.* through rdma_cm and this rank" $C -- \
+        sh -c '[ "$LITETX_RANK" = 1 ] && export LITETX_RDMA_CM=0; exec "$0"' "$MP/p2p_test"
+    if [ "${1:-}" = all ]; then
+        t cm.p2p.np3 3 150 $C -- "$MP/p2p_test"
+        t cm.flow.flood 2 120 $C -- "$MP/flow_test"
+        t cm.coll.basic.np3 3 200 $C -- "$MP/coll_test" basic
+        t cm.rails2.same_port.rma.np2 2 150 $C LITETX_RDMA_DEVICES=rxe0,rxe0 LITETX_RDMA_STRIPE_MIN=65536 -- "$MP/rma_test"
+        if second_rxe; then
+            t cm.rails2.two_devices.rma.np3 3 180 $C LITETX_RDMA_DEVICES=rxe0,rxe1 LITETX_RDMA_STRIPE_MIN=65536 -- "$MP/rma_test"
+        fi
+    fi
+    export LITETX_RDMA_CM=1
+    kill_soak cm.kill_soak "${RDMA_CM_KILL_TRIALS:-10}"
+    unset LITETX_RDMA_CM
 }
 
 echo "rdma vm suite: $(ibv_devices | awk 'NR>2{print $1}' | tr '\n' ' ')on $IP (gid index $GIDX)"
@@ -183,6 +220,13 @@ fi
 
 if [ "${RDMA_SUITE_ONLY:-}" = kill_soak ]; then
     kill_soak
+    echo "rdma vm suite: $pass passed, $fail failed, $skip skipped"
+    [ $fail -eq 0 ]
+    exit
+fi
+
+if [ "${RDMA_SUITE_ONLY:-}" = cm ]; then
+    cm_cases all
     echo "rdma vm suite: $pass passed, $fail failed, $skip skipped"
     [ $fail -eq 0 ]
     exit

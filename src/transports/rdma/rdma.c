@@ -227,6 +227,10 @@ static int wait_events(struct lite_transport *t, int timeout_ms)
             n += lite_rdma_sc_service(t, &t->conns[id]);
             continue;
         }
+        if ((ev[i].data.u64 >> 32) == LITE_RDMA_EP_CM) {
+            n += lite_rdma_cm_service(t);
+            continue;
+        }
         struct lite_rdma_dev *dv = &t->devs[id];
         struct ibv_cq *cq;
         void *cq_ctx;
@@ -393,6 +397,10 @@ static int rdma_open(const struct lite_transport_params *p, struct lite_transpor
     }
     if (!rc)
         rc = lite_rdma_sc_listen(t, p->bind_host, why, sizeof(why));
+    if (!rc && lite_rdma_cm_wanted()) {
+        t->use_cm = true;
+        rc = lite_rdma_cm_open(t, why, sizeof(why));
+    }
     if (rc) {
         LITE_ERROR("rdma rank %d: %s", t->rank, why[0] ? why : lite_strerror(rc));
         rdma_close(t);
@@ -505,6 +513,7 @@ static void rdma_close(struct lite_transport *t)
         lite_rdma_conn_fail(t, c, -LITE_ERR_CANCELLED, "transport closed");
     }
     run_later(t);
+    lite_rdma_cm_close(t);
     for (uint32_t i = 0; i < t->nqps; i++)
         if (t->qps[i])
             lite_rdma_qp_destroy(t, t->qps[i]);
@@ -559,6 +568,7 @@ static const struct lite_tunable rdma_tunables[] = {
     {"LITETX_RDMA_REG_CACHE", "0", "temporary send-buffer registrations kept (0: off)"},
     {"LITETX_RDMA_TIMEOUT", "14", "RC ACK timeout exponent (4.096 us x 2^n)"},
     {"LITETX_RDMA_RNR_RETRY", "0", "RNR retries (0: an RNR NAK is an error)"},
+    {"LITETX_RDMA_CM", "0", "1: connect the queue pairs through librdmacm (rdma_cm)"},
     {NULL, NULL, NULL},
 };
 

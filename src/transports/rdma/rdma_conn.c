@@ -167,6 +167,13 @@ static int info_apply(struct lite_transport *t, struct lite_rdma_conn *c, const 
     c->peer_mbox_rkey = lite_get32(p + 32);
     c->peer_slot_bytes = slot;
     lite_rdma_window_init(&c->msg_win, rx_depth);
+    if (t->use_cm) { /* the QPs are connected through rdma_cm afterwards (rdma_cm.c) */
+        for (uint32_t r = 0; r < nrails; r++)
+            lite_rdma_window_init(&c->imm_win[r], imm_depth);
+        c->hello = true;
+        c->state = CONN_UP;
+        return 0;
+    }
     struct lite_rdma_ep e;
     ep_get(p + INFO_FIXED, &e);
     int rc = lite_rdma_qp_connect(t, c->msg, &e);
@@ -189,8 +196,9 @@ static int info_apply(struct lite_transport *t, struct lite_rdma_conn *c, const 
     return 0;
 }
 
-/* Blob: u8 version | u8 family | u16 port (network order) | 16 B address | u8 rails | 3 x 0 |
- * then each rail's GID (16 B), named in the error of a peer that cannot reach this rank. */
+/* Blob: u8 version | u8 family | u16 port (network order) | 16 B address | u8 rails | u8 cm |
+ * u16 rdma_cm port | then each rail's GID (16 B), named in the error of a peer that cannot
+ * reach this rank, and its address with rdma_cm (cm = 1: LITETX_RDMA_CM=1). */
 int lite_rdma_addr_get(struct lite_transport *t, void *blob, size_t *len)
 {
     size_t need = BLOB_FIXED + 16 * (size_t)t->nrails;
@@ -201,6 +209,8 @@ int lite_rdma_addr_get(struct lite_transport *t, void *blob, size_t *len)
     b[0] = 1;
     lite_sock_pack(&t->addr, &b[1], b + 2);
     b[20] = (uint8_t)t->nrails;
+    b[21] = t->use_cm;
+    lite_put16(b + 22, t->cm_port);
     for (uint32_t r = 0; r < t->nrails; r++)
         memcpy(b + BLOB_FIXED + 16 * r, t->rails[r].gid, 16);
     *len = need;
@@ -301,6 +311,35 @@ static void accept_one(struct lite_transport *t, int64_t deadline)
     }
 }
 
+static bool sc_all_hello(struct lite_transport *t)
+{
+    for (int p = 0; p < t->world; p++)
+        if (p != t->rank && !t->conns[p].hello)
+            return false;
+    return true;
+}
+
+/* LITETX_RDMA_CM=1: the side channel has carried the per-pair data; now the QPs. */
+static int cm_connect(struct lite_transport *t, const void *const *blobs, const size_t *lens,
+                      int64_t deadline, char *why, size_t why_len)
+{
+    const uint8_t **gids = calloc((size_t)(unsigned)t->world, sizeof(*gids));
+    uint16_t *ports = calloc((size_t)(unsigned)t->world, sizeof(*ports));
+    int rc = gids && ports ? 0 : -ENOMEM;
+    for (int p = 0; !rc && p < t->world; p++) {
+        if (p == t->rank)
+            continue;
+        const uint8_t *b = blobs[p];
+        gids[p] = b + BLOB_FIXED;
+        ports[p] = lite_get16(b + 22);
+    }
+    if (!rc)
+        rc = lite_rdma_cm_connect_all(t, gids, ports, deadline, why, why_len);
+    free(gids);
+    free(ports);
+    return rc;
+}
+
 int lite_rdma_sc_connect_all(struct lite_transport *t, const void *const *blobs, const size_t *lens,
                              int64_t deadline, char *why, size_t why_len)
 {
@@ -317,6 +356,14 @@ int lite_rdma_sc_connect_all(struct lite_transport *t, const void *const *blobs,
                      "(is it using another transport?)",
                      t->rank, p);
             return rc;
+        }
+        if (((const uint8_t *)blobs[p])[21] != t->use_cm) {
+            lite_fmt(why, why_len,
+                     "rdma rank %d: rank %d %s through rdma_cm and this rank %s "
+                     "(LITETX_RDMA_CM must be the same on every rank)",
+                     t->rank, p, t->use_cm ? "does not connect" : "connects",
+                     t->use_cm ? "does" : "does not");
+            return -LITE_ERR_CONFIG;
         }
         rc = conn_setup(t, &t->conns[p], nr);
         if (rc) {
@@ -347,6 +394,8 @@ int lite_rdma_sc_connect_all(struct lite_transport *t, const void *const *blobs,
     }
     for (;;) {
         int missing = -1, nmissing = 0;
+        if (t->use_cm && sc_all_hello(t))
+            return cm_connect(t, blobs, lens, deadline, why, why_len);
         struct pollfd pfd[65];
         int np = 0;
         pfd[np++] = (struct pollfd){.fd = t->listen_fd, .events = POLLIN};

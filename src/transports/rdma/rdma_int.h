@@ -4,6 +4,7 @@
  *   rdma_dev.c   probe, device/port discovery, rails, GID choice glue
  *   rdma_qp.c    queue pairs: creation, state transitions, re-arming, posting, wr_id encoding
  *   rdma_conn.c  the per-pair TCP side channel: handshake, re-arm requests, BYE, liveness
+ *   rdma_cm.c    QPs connected through librdmacm (LITETX_RDMA_CM=1, optional)
  *   rdma_msg.c   messages: SENDs into pre-posted receives, fragments, receive windows
  *   rdma_rma.c   one-sided ops: WRITE, WRITE_WITH_IMM, READ, striping, error recovery
  *   rdma_mr.c    registrations: regions, send-buffer lookup and registration, dmabuf
@@ -107,6 +108,8 @@ struct lite_rdma_ep {
 };
 
 struct lite_rdma_conn;
+struct rdma_cm_id;
+struct rdma_event_channel;
 
 struct lite_rdma_qp {
     struct ibv_qp *qp;
@@ -122,6 +125,12 @@ struct lite_rdma_qp {
     struct lite_rdma_sqrec *rec;
     uint32_t rq_depth;
     struct lite_rdma_ep remote;
+    /* connected through rdma_cm (rdma_cm.c): its id, and the address vector and path MTU the
+     * CM chose, which a re-arm reuses */
+    struct rdma_cm_id *cm_id;
+    bool have_cm, cm_up;
+    uint8_t cm_mtu;
+    struct ibv_ah_attr cm_av;
 };
 
 /* ---- messages ---- */
@@ -236,6 +245,7 @@ struct lite_rdma_conn {
     struct lite_rdma_sqrec *again[LITE_MAX_RAILS];
     uint32_t nagain[LITE_MAX_RAILS];
     char desc[32];
+    uint64_t peer_incarnation; /* rdma_cm: from its private data (0: not yet known) */
 };
 
 /* A one-sided op that finished at post time (refused locally, or nothing to move): completed
@@ -288,6 +298,17 @@ struct lite_transport {
     bool closing;
     bool in_progress; /* inside progress, connect_all or close: failures are reported at once */
     bool fail_due;    /* some connection has a deferred failure (conn.fail_code) */
+
+    /* rdma_cm (LITETX_RDMA_CM=1; rdma_cm.c) */
+    bool use_cm;
+    struct rdma_event_channel *cm_ch;
+    struct rdma_cm_id *cm_listen;
+    struct rdma_cm_id *cm_destroy; /* a refused id, destroyed once its event is acknowledged */
+    uint16_t cm_port;
+    uint64_t incarnation; /* drawn at open */
+    bool cm_connecting;   /* inside connect_all: errors go to cm_err / cm_why */
+    int cm_err;
+    char cm_why[256];
 };
 
 /* ---- rdma.c ---- */
@@ -348,6 +369,20 @@ int lite_rdma_addr_get(struct lite_transport *t, void *blob, size_t *len);
  * end of the pair; the op was `kind` on [raddr, raddr + len) with rkey. */
 int lite_rdma_sc_rearm(struct lite_transport *t, struct lite_rdma_conn *c, uint32_t rail, int kind,
                        uint32_t rkey, uint64_t raddr, uint64_t len);
+/* ---- rdma_cm.c (stubs without librdmacm) ---- */
+#define LITE_RDMA_EP_CM 3u /* epoll tag of the CM event channel */
+bool lite_rdma_cm_wanted(void);
+/* Incarnation, event channel, listener (its port goes into the bootstrap blob). */
+int lite_rdma_cm_open(struct lite_transport *t, char *why, size_t why_len);
+/* Connect every QP through the CM: dial the lower ranks at peer_gids[p] (16 bytes per rail,
+ * RoCE v2 addresses) and peer_ports[p], accept the higher ones. */
+int lite_rdma_cm_connect_all(struct lite_transport *t, const uint8_t *const *peer_gids,
+                             const uint16_t *peer_ports, int64_t deadline, char *why,
+                             size_t why_len);
+/* Handle what the event channel holds (non-blocking). */
+int lite_rdma_cm_service(struct lite_transport *t);
+void lite_rdma_cm_close(struct lite_transport *t);
+
 enum { SC_HELLO = 1, SC_HELLO_ACK = 2, SC_REARM = 3, SC_REARM_ACK = 4, SC_BYE = 5 };
 
 /* ---- rdma_msg.c ---- */

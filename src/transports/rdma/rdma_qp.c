@@ -164,7 +164,11 @@ int lite_rdma_qp_connect(struct lite_transport *t, struct lite_rdma_qp *q,
         .min_rnr_timer = 12,
         .ah_attr = {.dlid = remote->lid, .sl = 0, .port_num = rl->port},
     };
-    if (rl->link_layer != IBV_LINK_LAYER_INFINIBAND || rl->gid_index != 0) {
+    if (q->have_cm) {
+        /* connected through rdma_cm: its address vector and MTU, only the PSN is new */
+        a.ah_attr = q->cm_av;
+        a.path_mtu = (enum ibv_mtu)q->cm_mtu;
+    } else if (rl->link_layer != IBV_LINK_LAYER_INFINIBAND || rl->gid_index != 0) {
         /* RoCE (or routed IB): address the peer by its GID from our chosen GID */
         a.ah_attr.is_global = 1;
         memcpy(a.ah_attr.grh.dgid.raw, remote->gid, 16);

@@ -21,11 +21,12 @@ PACKAGES=(build-essential cmake pkg-config libjson-c-dev libcmocka-dev)
 #   rdma: libibverbs, and a Soft-RoCE qemu VM (../shared/tools/rxe-vm) with perftest as the peer;
 #   efa:  libfabric with its tcp;ofi_rxm and shm providers;
 #   mpirun: the same test binary launched by Open MPI;
-#   man.check: groff formats every man page with its warnings on.
+#   man.check: groff formats every man page with its warnings on;
+#   quic: ngtcp2 with its GnuTLS crypto helper.
 TEST_PACKAGES=(openmpi-bin libibverbs-dev librdmacm-dev libfabric-dev libfabric-bin
     qemu-system-x86 kmod cpio busybox-static libibverbs1 ibverbs-providers librdmacm1
     ibverbs-utils rdmacm-utils iproute2 xz-utils binutils perftest clang libclang-rt-14-dev
-    groff-base)
+    groff-base libngtcp2-dev libngtcp2-crypto-gnutls-dev libgnutls28-dev)
 
 install_missing() {
     local missing=()

@@ -1,0 +1,1470 @@
+/*
+ * quic.c - the QUIC transport: ngtcp2 0.12 with GnuTLS (quic_tls.c), one UDP socket per rank,
+ * one QUIC connection per pair of ranks, driven entirely from progress(). A message-only
+ * backend: one-sided ops and the rendezvous of large messages are carried by the core
+ * (src/core/rma_emu.c). docs/QUIC.md is the reference page.
+ *
+ * Connections: the lower rank of a pair dials the higher one, at the address the higher one
+ * published in the bootstrap. Each side opens one unidirectional stream and sends on it the
+ * core's messages as frames of the stream codec (src/core/wire.c: a 48-byte header, then the
+ * payload), the first of them a HELLO: the sender's rank, the receiver's bootstrap nonce and its
+ * own (so a connection from another job, or a stale process at a reused port, is refused). One
+ * stream per direction keeps the backend's one promise, posting order across channels; a large
+ * message therefore delays the small ones behind it (head-of-line blocking), as on tcp.
+ *
+ * Packets are matched to connections by their destination connection ID, never by source
+ * address alone: every ID this rank issues starts with the connection's slot number, so a lookup
+ * is one array index plus a check that the ID is one ngtcp2 issued for that connection. An
+ * Initial packet with an unknown ID starts a server-side connection, which is anonymous until
+ * its HELLO names a rank.
+ *
+ * Sending: a message of up to COPY_MAX bytes is copied and its send_done reported at once; a
+ * longer one stays where the caller has it (ngtcp2 reads stream data from the application's
+ * memory, for retransmissions too) and completes when the peer acknowledged its last byte.
+ * Packets leave in batches of equal size through UDP GSO (one sendmsg) where the kernel has it;
+ * receives use recvmmsg and UDP GRO. Timers (loss recovery, acknowledgements, idle) run from
+ * progress via ngtcp2_conn_get_expiry / ngtcp2_conn_handle_expiry.
+ *
+ * Peer loss: no packet from a peer for the idle timeout (LITETX_QUIC_IDLE_MS, default 30 s;
+ * keep-alive PINGs every second keep a quiet pair alive), or sooner an ICMP "port unreachable"
+ * for a peer's address (IP_RECVERR): its process is gone. An orderly close is a
+ * CONNECTION_CLOSE with the application code BYE after this rank's data was acknowledged.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/errqueue.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <gnutls/crypto.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+
+#include "lite_int.h"
+#include "quic_tls.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+#define CIDLEN        16                         /* u32 slot | 12 random bytes */
+#define BLOB_LEN      (1 + LITE_SOCK_PACKED + 8) /* family | address | nonce */
+#define COPY_MAX      (64 * 1024) /* payloads copied (send_done at once) up to this */
+#define SMALL_MAX     4096        /* payloads handed over whole (recv_msg) up to this */
+#define RX_BATCH      16          /* datagrams per recvmmsg */
+#define RX_BUF        65536
+#define TX_BUF        65536 /* one GSO batch: at most 64 KiB in all */
+#define TX_PKTS_CALL  256   /* packets one write pass sends to a peer at most */
+#define GSO_SEGS      64
+#define LINGER_MS     2000                /* close waits this long for its data to be acked */
+#define HELLO_WAIT_NS (10LL * 1000000000) /* an anonymous connection's time to say HELLO */
+#define MAX_STRANGERS 64                  /* anonymous connections at once */
+
+enum { APP_BYE = 1, APP_PROTO = 2, APP_REFUSED = 3 };
+
+struct qmsg {
+    struct qmsg *next;
+    uint64_t end; /* stream offset just past this message */
+    size_t total; /* header + payload */
+    const uint8_t *payload;
+    void *op; /* send_done owed when acknowledged (not copied), else NULL */
+    uint8_t hdr[LITE_WIRE_HDR_LEN];
+    uint8_t data[]; /* the copy */
+};
+
+struct qconn {
+    ngtcp2_crypto_conn_ref ref; /* GnuTLS's session pointer: how ngtcp2 finds the connection */
+    struct lite_transport *t;
+    ngtcp2_conn *conn;
+    gnutls_session_t tls;
+    uint32_t slot;
+    int peer;    /* its rank, -1 until its HELLO */
+    int dialled; /* the rank this rank dialled (client side), -1 on the server side */
+    bool server, ready, dead, want_write, hello_rx, closed_sent;
+    int fail_code; /* set inside callbacks, acted on after them */
+    char fail_why[160];
+    struct sockaddr_storage remote;
+    socklen_t remote_len;
+    ngtcp2_cid odcid; /* server side: the client's first destination ID */
+    int64_t tx_sid, rx_sid;
+    /* send queue: head..tail in stream order; wcur/wpos: the first byte not yet given to ngtcp2 */
+    struct qmsg *head, *tail, *wcur;
+    size_t wpos;
+    uint64_t queued_end, acked_end;
+    /* receive: a frame header being gathered, then its payload */
+    uint8_t hbuf[LITE_WIRE_HDR_LEN];
+    size_t hfill;
+    bool in_body;
+    struct lite_msg_hdr rh;
+    uint64_t body_left;
+    uint8_t *dst;
+    void *token;
+    uint8_t *small; /* SMALL_MAX bytes: a short payload split across packets */
+    bool small_mode;
+    int64_t born_ns;
+    char desc[80];
+};
+
+struct lite_transport {
+    int rank, world;
+    struct lite_core *core;
+    const struct lite_core_upcalls *up;
+    int fd, family;
+    struct sockaddr_storage addr, adv;
+    socklen_t addr_len;
+    uint64_t nonce, *peer_nonce;
+    struct sockaddr_storage *peer_addr;
+    socklen_t *peer_addr_len;
+    struct quic_tls *tls;
+    const struct lite_security *sec;
+    struct qconn **slots;
+    uint32_t nslots;
+    struct qconn **by_rank;
+    bool *failed;    /* reported to the core (at most once each) */
+    char *lost_why;  /* connect_all: why each rank failed, WHY_LEN bytes each */
+    bool connecting; /* inside connect_all: failures are recorded, not reported */
+    bool closing;    /* inside close: no upcalls */
+    int in_ng;       /* inside ngtcp2 calls: msg_send only queues */
+    bool gso, gro;
+    size_t max_payload;
+    uint64_t idle_ns;
+    int cc;
+    uint64_t win_stream, win_conn;
+    int events;
+    uint8_t *txbuf;
+    uint8_t *rxbuf;
+    struct mmsghdr rxm[RX_BATCH];
+    struct iovec rxiov[RX_BATCH];
+    struct sockaddr_storage rxaddr[RX_BATCH];
+    char rxctl[RX_BATCH][64];
+    uint64_t dropped; /* datagrams no connection took */
+    uint32_t strangers;
+};
+
+#define WHY_LEN 160
+
+static ngtcp2_tstamp now_ts(void)
+{
+    return (ngtcp2_tstamp)lite_now_ns();
+}
+
+static void rand_bytes(uint8_t *p, size_t n)
+{
+    if (gnutls_rnd(GNUTLS_RND_NONCE, p, n) != 0) {
+        for (size_t i = 0; i < n; i++) /* never expected: gnutls_rnd does not fail once inited */
+            p[i] = (uint8_t)(lite_now_ns() >> (i % 8));
+    }
+}
+
+/* ---- failures ---- */
+
+static void free_queue(struct qconn *c, int status)
+{
+    struct lite_transport *t = c->t;
+    while (c->head) {
+        struct qmsg *m = c->head;
+        c->head = m->next;
+        if (m->op && !t->closing)
+            t->up->send_done(t->core, m->op, status);
+        free(m);
+    }
+    c->tail = c->wcur = NULL;
+}
+
+/* The pair is unusable: tell the core once (or record it during connect_all) and complete
+ * what was queued with an error. The connection is freed at the end of the pass (reap). */
+static void conn_fail(struct qconn *c, int status, const char *why)
+{
+    struct lite_transport *t = c->t;
+    if (c->dead)
+        return;
+    c->dead = true;
+    int peer = c->peer >= 0 ? c->peer : c->dialled;
+    if (peer >= 0 && t->by_rank[peer] == c) {
+        if (t->connecting) {
+            lite_fmt(t->lost_why + (size_t)peer * WHY_LEN, WHY_LEN, "%s", why);
+        } else if (!t->failed[peer] && !t->closing) {
+            t->failed[peer] = true;
+            LITE_INFO("quic rank %d: rank %d: %s", t->rank, peer, why);
+            t->up->peer_failed(t->core, peer, status, why);
+        }
+        if (!t->connecting)
+            t->failed[peer] = true;
+    } else if (!t->closing) {
+        LITE_WARN("quic rank %d: refused a connection from %s: %s", t->rank, c->desc, why);
+    }
+    free_queue(c, status);
+}
+
+/* ---- sending packets ---- */
+
+static void send_batch(struct lite_transport *t, struct qconn *c, const uint8_t *buf, size_t len,
+                       size_t seg)
+{
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    char ctl[CMSG_SPACE(sizeof(uint16_t))];
+    struct msghdr mh = {
+        .msg_name = &c->remote, .msg_namelen = c->remote_len, .msg_iov = &iov, .msg_iovlen = 1};
+    if (seg && len > seg) {
+        memset(ctl, 0, sizeof(ctl));
+        mh.msg_control = ctl;
+        mh.msg_controllen = sizeof(ctl);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_UDP;
+        cm->cmsg_type = UDP_SEGMENT;
+        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        uint16_t s = (uint16_t)seg;
+        memcpy(CMSG_DATA(cm), &s, sizeof(s));
+    }
+    for (int tries = 0; tries < 50; tries++) {
+        if (sendmsg(t->fd, &mh, MSG_DONTWAIT) >= 0)
+            return;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == ENOBUFS) {
+            /* The socket's buffer is full: wait a little for room; past that the batch counts
+             * as lost and QUIC's recovery sends it again. */
+            struct pollfd p = {.fd = t->fd, .events = POLLOUT};
+            poll(&p, 1, 1);
+            continue;
+        }
+        if (errno == EIO && seg) { /* GSO refused by the route's device: plain datagrams now */
+            t->gso = false;
+            for (size_t off = 0; off < len; off += seg)
+                send_batch(t, c, buf + off, len - off < seg ? len - off : seg, 0);
+            return;
+        }
+        /* ECONNREFUSED and the like: an ICMP error queued for an earlier packet (read from the
+         * error queue by the receive pass); this packet counts as lost. */
+        return;
+    }
+}
+
+/* Give ngtcp2 the queued stream bytes from the write cursor on. */
+static size_t build_vecs(struct qconn *c, ngtcp2_vec *v, size_t max)
+{
+    size_t n = 0, pos = c->wpos;
+    for (struct qmsg *m = c->wcur; m && n < max; m = m->next, pos = 0) {
+        if (pos < LITE_WIRE_HDR_LEN) {
+            v[n].base = m->hdr + pos;
+            v[n].len = LITE_WIRE_HDR_LEN - pos;
+            n++;
+            pos = LITE_WIRE_HDR_LEN;
+        }
+        size_t plen = m->total - LITE_WIRE_HDR_LEN;
+        if (n < max && pos < m->total) {
+            v[n].base = (uint8_t *)m->payload + (pos - LITE_WIRE_HDR_LEN);
+            v[n].len = plen - (pos - LITE_WIRE_HDR_LEN);
+            n++;
+        }
+    }
+    return n;
+}
+
+static void advance_cursor(struct qconn *c, size_t n)
+{
+    while (n && c->wcur) {
+        size_t left = c->wcur->total - c->wpos;
+        if (n < left) {
+            c->wpos += n;
+            return;
+        }
+        n -= left;
+        c->wcur = c->wcur->next;
+        c->wpos = 0;
+    }
+}
+
+static void conn_close_error(struct qconn *c, uint64_t app_code, int liberr, const char *reason)
+{
+    struct lite_transport *t = c->t;
+    if (c->closed_sent || !c->conn || ngtcp2_conn_is_in_closing_period(c->conn) ||
+        ngtcp2_conn_is_in_draining_period(c->conn))
+        return;
+    c->closed_sent = true;
+    ngtcp2_connection_close_error ccerr;
+    ngtcp2_connection_close_error_default(&ccerr);
+    if (liberr)
+        ngtcp2_connection_close_error_set_transport_error_liberr(
+            &ccerr, liberr, (const uint8_t *)reason, reason ? strlen(reason) : 0);
+    else
+        ngtcp2_connection_close_error_set_application_error(
+            &ccerr, app_code, (const uint8_t *)reason, reason ? strlen(reason) : 0);
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
+    ngtcp2_pkt_info pi;
+    t->in_ng++;
+    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(c->conn, &ps.path, &pi, t->txbuf,
+                                                        t->max_payload, &ccerr, now_ts());
+    t->in_ng--;
+    if (n > 0)
+        send_batch(t, c, t->txbuf, (size_t)n, 0);
+}
+
+/* Write what ngtcp2 has for this connection: stream data, acknowledgements, retransmissions. */
+static void conn_write(struct lite_transport *t, struct qconn *c)
+{
+    if (c->dead || !c->conn)
+        return;
+    c->want_write = false;
+    ngtcp2_tstamp ts = now_ts();
+    if (c->tx_sid < 0 && ngtcp2_conn_get_handshake_completed(c->conn)) {
+        int64_t sid;
+        if (ngtcp2_conn_open_uni_stream(c->conn, &sid, NULL) == 0)
+            c->tx_sid = sid;
+    }
+    size_t maxpkt = ngtcp2_conn_get_max_tx_udp_payload_size(c->conn);
+    if (maxpkt > t->max_payload)
+        maxpkt = t->max_payload;
+    size_t cap = t->gso ? TX_BUF : maxpkt;
+    size_t off = 0, seg = 0, npkt = 0;
+    bool blocked = false;
+    t->in_ng++;
+    for (int total = 0; total < TX_PKTS_CALL;) {
+        ngtcp2_vec vec[16];
+        size_t nv = 0;
+        int64_t sid = -1;
+        uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_NONE;
+        if (c->tx_sid >= 0 && c->wcur && !blocked) {
+            nv = build_vecs(c, vec, 16);
+            sid = c->tx_sid;
+            flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
+        }
+        ngtcp2_path_storage ps;
+        ngtcp2_path_storage_zero(&ps);
+        ngtcp2_pkt_info pi;
+        ngtcp2_ssize ndata = -1;
+        ngtcp2_ssize n = ngtcp2_conn_writev_stream(c->conn, &ps.path, &pi, t->txbuf + off, maxpkt,
+                                                   &ndata, flags, sid, vec, nv, ts);
+        if (ndata > 0)
+            advance_cursor(c, (size_t)ndata);
+        if (n == NGTCP2_ERR_WRITE_MORE)
+            continue; /* the packet has room for more: the next vectors */
+        if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED || n == NGTCP2_ERR_STREAM_SHUT_WR) {
+            blocked = true; /* flow control: acks and other frames only */
+            continue;
+        }
+        if (n < 0) {
+            char why[WHY_LEN];
+            lite_fmt(why, sizeof(why), "QUIC write failed: %s", ngtcp2_strerror((int)n));
+            t->in_ng--;
+            conn_close_error(c, 0, (int)n, NULL);
+            t->in_ng++;
+            conn_fail(c, -LITE_ERR_PEER_LOST, why);
+            break;
+        }
+        if (n == 0)
+            break; /* nothing more, or the congestion window is full */
+        total++;
+        /* GSO: equal-size packets in one buffer, a shorter one ends the batch. */
+        if (npkt == 0) {
+            seg = (size_t)n;
+        } else if ((size_t)n > seg) {
+            send_batch(t, c, t->txbuf, off, seg);
+            memmove(t->txbuf, t->txbuf + off, (size_t)n);
+            off = 0;
+            npkt = 0;
+            seg = (size_t)n;
+        }
+        off += (size_t)n;
+        npkt++;
+        if ((size_t)n < seg || !t->gso || npkt >= GSO_SEGS || off + maxpkt > cap) {
+            send_batch(t, c, t->txbuf, off, seg);
+            off = 0;
+            npkt = 0;
+        }
+        if (total == TX_PKTS_CALL)
+            c->want_write = true; /* more next pass: other peers get their turn */
+    }
+    if (off)
+        send_batch(t, c, t->txbuf, off, seg);
+    t->in_ng--;
+}
+
+/* ---- queueing messages ---- */
+
+static int queue_frame(struct lite_transport *t, struct qconn *c, const struct lite_wire_hdr *h,
+                       const void *payload, uint64_t len, void *op, bool copy)
+{
+    if (len > ((uint64_t)1 << 48))
+        return -EMSGSIZE;
+    struct qmsg *m = malloc(sizeof(*m) + (copy ? len : 0));
+    if (!m)
+        return -ENOMEM;
+    m->next = NULL;
+    m->total = LITE_WIRE_HDR_LEN + len;
+    m->op = copy ? NULL : op;
+    lite_wire_encode(h, m->hdr);
+    if (copy && len)
+        memcpy(m->data, payload, len);
+    m->payload = copy ? m->data : payload;
+    c->queued_end += m->total;
+    m->end = c->queued_end;
+    if (c->tail)
+        c->tail->next = m;
+    else
+        c->head = m;
+    c->tail = m;
+    if (!c->wcur) {
+        c->wcur = m;
+        c->wpos = 0;
+    }
+    c->want_write = true;
+    return 0;
+}
+
+static void queue_hello(struct lite_transport *t, struct qconn *c, int to)
+{
+    struct lite_wire_hdr h = {.type = LITE_WIRE_HELLO,
+                              .tag = (uint64_t)t->rank,
+                              .key = t->peer_nonce[to],
+                              .offset = t->nonce};
+    if (queue_frame(t, c, &h, NULL, 0, NULL, true))
+        conn_fail(c, -ENOMEM, "out of memory");
+}
+
+/* ---- ngtcp2 callbacks ---- */
+
+static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref)
+{
+    return ((struct qconn *)ref)->conn;
+}
+
+static void cb_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx)
+{
+    (void)ctx;
+    rand_bytes(dest, len);
+}
+
+static void make_cid(struct qconn *c, ngtcp2_cid *cid)
+{
+    uint8_t b[CIDLEN];
+    lite_put32(b, c->slot);
+    rand_bytes(b + 4, CIDLEN - 4);
+    ngtcp2_cid_init(cid, b, CIDLEN);
+}
+
+static int cb_new_cid(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t cidlen, void *user)
+{
+    (void)conn;
+    (void)cidlen;
+    make_cid(user, cid);
+    rand_bytes(token, NGTCP2_STATELESS_RESET_TOKENLEN);
+    return 0;
+}
+
+static int cb_handshake_done(ngtcp2_conn *conn, void *user)
+{
+    (void)conn;
+    struct qconn *c = user;
+    if (!quic_tls_alpn_ok(c->tls)) {
+        lite_fmt(c->fail_why, sizeof(c->fail_why), "the handshake did not agree on ALPN %s",
+                 QUIC_ALPN);
+        c->fail_code = -EACCES;
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    }
+    c->want_write = true;
+    return 0;
+}
+
+static int cb_acked(ngtcp2_conn *conn, int64_t sid, uint64_t offset, uint64_t len, void *user,
+                    void *sud)
+{
+    (void)conn;
+    (void)sid;
+    (void)sud;
+    struct qconn *c = user;
+    struct lite_transport *t = c->t;
+    if (offset + len > c->acked_end)
+        c->acked_end = offset + len;
+    while (c->head && c->head->end <= c->acked_end && c->head != c->wcur) {
+        struct qmsg *m = c->head;
+        c->head = m->next;
+        if (!c->head)
+            c->tail = NULL;
+        if (m->op && !t->closing) {
+            t->up->send_done(t->core, m->op, 0);
+            t->events++;
+        }
+        free(m);
+    }
+    return 0;
+}
+
+static int proto_error(struct qconn *c, int code, const char *fmt, const char *detail)
+{
+    char d[120];
+    lite_fmt(d, sizeof(d), fmt, detail ? detail : "");
+    lite_fmt(c->fail_why, sizeof(c->fail_why), "%s", d);
+    c->fail_code = code;
+    return NGTCP2_ERR_CALLBACK_FAILURE;
+}
+
+static int hello_rx(struct qconn *c, const struct lite_wire_hdr *h)
+{
+    struct lite_transport *t = c->t;
+    char d[120];
+    if (h->tag >= (uint64_t)t->world || (int)h->tag == t->rank)
+        return proto_error(c, -LITE_ERR_PROTOCOL, "its HELLO names no rank of this job%s", NULL);
+    int r = (int)h->tag;
+    if (h->key != t->nonce || h->offset != t->peer_nonce[r]) {
+        lite_fmt(d, sizeof(d), " (it says it is rank %d)", r);
+        return proto_error(c, -LITE_ERR_PROTOCOL, "it belongs to another job or an earlier run%s",
+                           d);
+    }
+    if (c->dialled >= 0 ? r != c->dialled : r > t->rank) {
+        lite_fmt(d, sizeof(d), "%d", r);
+        return proto_error(c, -LITE_ERR_PROTOCOL,
+                           "it says it is rank %s, which dials no "
+                           "connection to this rank",
+                           d);
+    }
+    if (t->sec && t->sec->mode == LITE_SEC_CA) {
+        int cr = quic_tls_peer_rank(c->tls);
+        if (cr != r) {
+            if (cr >= 0)
+                lite_fmt(d, sizeof(d), "it says it is rank %d, but its certificate is rank %d's", r,
+                         cr);
+            else
+                lite_fmt(d, sizeof(d), "it says it is rank %d, but its certificate names no rank",
+                         r);
+            return proto_error(c, -EACCES, "%s", d);
+        }
+    }
+    if (c->server) {
+        if (t->by_rank[r] && t->by_rank[r] != c && !t->by_rank[r]->dead) {
+            lite_fmt(d, sizeof(d), "%d", r);
+            return proto_error(c, -LITE_ERR_PROTOCOL,
+                               "rank %s is connected already (a second connection)", d);
+        }
+        t->by_rank[r] = c;
+        lite_fmt(c->desc, sizeof(c->desc), "rank %d", r);
+        if (t->strangers)
+            t->strangers--;
+        queue_hello(t, c, r);
+    }
+    c->peer = r;
+    c->hello_rx = true;
+    c->ready = true;
+    return 0;
+}
+
+/* Deliver a whole short message (payload in hand). */
+static int deliver_small(struct qconn *c, const uint8_t *p)
+{
+    struct lite_transport *t = c->t;
+    int rc = t->up->recv_msg(t->core, c->peer, &c->rh, p);
+    t->events++;
+    if (rc < 0) {
+        char d[96];
+        lite_fmt(d, sizeof(d), "%d; channel %u, tag %#llx, %llu bytes, flags %#x", rc,
+                 c->rh.channel, (unsigned long long)c->rh.tag, (unsigned long long)c->rh.len,
+                 c->rh.flags);
+        return proto_error(c, rc, "it sent a message the core refused (%s)", d);
+    }
+    return 0;
+}
+
+/* The bytes of this connection's receive stream, in order. */
+static int rx_bytes(struct qconn *c, const uint8_t *p, size_t n)
+{
+    struct lite_transport *t = c->t;
+    while (n) {
+        if (!c->in_body) {
+            size_t k = LITE_WIRE_HDR_LEN - c->hfill;
+            if (k > n)
+                k = n;
+            memcpy(c->hbuf + c->hfill, p, k);
+            c->hfill += k;
+            p += k;
+            n -= k;
+            if (c->hfill < LITE_WIRE_HDR_LEN)
+                return 0;
+            c->hfill = 0;
+            struct lite_wire_hdr h;
+            const char *why = NULL;
+            if (lite_wire_decode(c->hbuf, (uint64_t)1 << 48, &h, &why) < 0)
+                return proto_error(c, -LITE_ERR_PROTOCOL, "it sent a bad frame (%s)", why);
+            if (h.type == LITE_WIRE_HELLO) {
+                if (c->hello_rx || h.len)
+                    return proto_error(c, -LITE_ERR_PROTOCOL, "it sent a second HELLO%s", NULL);
+                int rc = hello_rx(c, &h);
+                if (rc)
+                    return rc;
+                continue;
+            }
+            if (!c->hello_rx)
+                return proto_error(c, -LITE_ERR_PROTOCOL, "it sent a frame before its HELLO%s",
+                                   NULL);
+            if (h.type != LITE_WIRE_MSG)
+                return proto_error(c, -LITE_ERR_PROTOCOL,
+                                   "it sent a frame of a type this transport never sends%s", NULL);
+            c->rh = (struct lite_msg_hdr){.tag = h.tag,
+                                          .len = h.len,
+                                          .channel = h.channel,
+                                          .flags = h.flags,
+                                          .credits = h.credits};
+            if (t->closing)
+                c->dst = NULL, c->body_left = h.len, c->in_body = h.len > 0, c->small_mode = false;
+            else if (h.len <= SMALL_MAX && n >= h.len) {
+                int rc = deliver_small(c, p); /* the common case: no copy */
+                if (rc)
+                    return rc;
+                p += h.len;
+                n -= h.len;
+            } else if (h.len <= SMALL_MAX) {
+                if (!c->small && !(c->small = malloc(SMALL_MAX)))
+                    return proto_error(c, -ENOMEM, "out of memory%s", NULL);
+                c->small_mode = true;
+                c->dst = c->small;
+                c->body_left = h.len;
+                c->in_body = true;
+            } else {
+                void *dst = NULL;
+                int rc = t->up->recv_begin(t->core, c->peer, &c->rh, &dst, &c->token);
+                t->events++;
+                if (rc < 0) {
+                    char d[16];
+                    lite_fmt(d, sizeof(d), "%d", rc);
+                    return proto_error(c, rc, "it sent a message the core refused (%s)", d);
+                }
+                c->small_mode = false;
+                c->dst = dst;
+                c->body_left = h.len;
+                c->in_body = true;
+            }
+            continue;
+        }
+        size_t k = c->body_left < n ? (size_t)c->body_left : n;
+        if (c->dst)
+            memcpy(c->dst + (c->rh.len - c->body_left), p, k);
+        c->body_left -= k;
+        p += k;
+        n -= k;
+        if (c->body_left)
+            return 0;
+        c->in_body = false;
+        if (t->closing)
+            continue;
+        if (c->small_mode) {
+            c->small_mode = false;
+            int rc = deliver_small(c, c->small);
+            if (rc)
+                return rc;
+        } else {
+            t->up->recv_end(t->core, c->peer, c->token);
+        }
+    }
+    return 0;
+}
+
+static int cb_recv_stream(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64_t offset,
+                          const uint8_t *data, size_t len, void *user, void *sud)
+{
+    (void)flags;
+    (void)offset;
+    (void)sud;
+    struct qconn *c = user;
+    if (c->dead)
+        return 0;
+    if (c->rx_sid < 0)
+        c->rx_sid = sid;
+    else if (sid != c->rx_sid)
+        return proto_error(c, -LITE_ERR_PROTOCOL, "it opened a second stream%s", NULL);
+    /* Taken at once (into the core's buffers): the windows reopen by what arrived. */
+    ngtcp2_conn_extend_max_stream_offset(conn, sid, len);
+    ngtcp2_conn_extend_max_offset(conn, len);
+    c->want_write = true;
+    return rx_bytes(c, data, len);
+}
+
+static const ngtcp2_callbacks g_callbacks = {
+    .client_initial = ngtcp2_crypto_client_initial_cb,
+    .recv_client_initial = ngtcp2_crypto_recv_client_initial_cb,
+    .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
+    .handshake_completed = cb_handshake_done,
+    .encrypt = ngtcp2_crypto_encrypt_cb,
+    .decrypt = ngtcp2_crypto_decrypt_cb,
+    .hp_mask = ngtcp2_crypto_hp_mask_cb,
+    .recv_stream_data = cb_recv_stream,
+    .acked_stream_data_offset = cb_acked,
+    .recv_retry = ngtcp2_crypto_recv_retry_cb,
+    .rand = cb_rand,
+    .get_new_connection_id = cb_new_cid,
+    .update_key = ngtcp2_crypto_update_key_cb,
+    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
+    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
+    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
+    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
+};
+
+/* ---- connections ---- */
+
+static struct qconn *conn_alloc(struct lite_transport *t)
+{
+    uint32_t slot = 0;
+    while (slot < t->nslots && t->slots[slot])
+        slot++;
+    if (slot == t->nslots) {
+        uint32_t n = t->nslots ? t->nslots * 2 : 16;
+        struct qconn **s = realloc(t->slots, n * sizeof(*s));
+        if (!s)
+            return NULL;
+        memset(s + t->nslots, 0, (n - t->nslots) * sizeof(*s));
+        t->slots = s;
+        t->nslots = n;
+    }
+    struct qconn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->ref.get_conn = get_conn;
+    c->ref.user_data = c;
+    c->t = t;
+    c->slot = slot;
+    c->peer = c->dialled = -1;
+    c->tx_sid = c->rx_sid = -1;
+    c->born_ns = lite_now_ns();
+    t->slots[slot] = c;
+    return c;
+}
+
+static void conn_free(struct qconn *c)
+{
+    struct lite_transport *t = c->t;
+    free_queue(c, -LITE_ERR_PEER_LOST);
+    if (c->conn)
+        ngtcp2_conn_del(c->conn);
+    if (c->tls)
+        gnutls_deinit(c->tls);
+    free(c->small);
+    t->slots[c->slot] = NULL;
+    for (int r = 0; r < t->world; r++)
+        if (t->by_rank[r] == c)
+            t->by_rank[r] = NULL;
+    if (c->peer < 0 && c->server && t->strangers)
+        t->strangers--;
+    free(c);
+}
+
+static void settings_for(struct lite_transport *t, ngtcp2_settings *s, ngtcp2_transport_params *p)
+{
+    ngtcp2_settings_default(s);
+    s->initial_ts = now_ts();
+    s->cc_algo = (ngtcp2_cc_algo)t->cc;
+    s->max_tx_udp_payload_size = t->max_payload;
+    s->no_tx_udp_payload_size_shaping = 1; /* the configured size from the first packet on */
+    s->no_pmtud = 1;
+    s->initial_rtt = 10 * NGTCP2_MILLISECONDS;
+    s->max_window = t->win_conn;
+    s->max_stream_window = t->win_stream;
+    s->handshake_timeout = 30 * NGTCP2_SECONDS;
+    ngtcp2_transport_params_default(p);
+    p->initial_max_streams_uni = 1;
+    p->initial_max_streams_bidi = 0;
+    p->initial_max_stream_data_uni = t->win_stream;
+    p->initial_max_data = t->win_conn;
+    p->max_idle_timeout = t->idle_ns;
+    p->max_udp_payload_size = t->max_payload;
+    p->max_ack_delay = NGTCP2_MILLISECONDS; /* a lone last packet is acknowledged soon */
+    p->disable_active_migration = 1;
+}
+
+static int conn_finish_setup(struct lite_transport *t, struct qconn *c, int expect_rank, char *why,
+                             size_t why_len)
+{
+    c->tls = quic_tls_session(t->tls, c->server, expect_rank, &c->ref, why, why_len);
+    if (!c->tls)
+        return -LITE_ERR_CONFIG;
+    ngtcp2_conn_set_tls_native_handle(c->conn, c->tls);
+    ngtcp2_conn_set_keep_alive_timeout(c->conn, NGTCP2_SECONDS);
+    return 0;
+}
+
+/* Dial rank r (this rank is the lower of the pair). */
+static int conn_dial(struct lite_transport *t, int r, char *why, size_t why_len)
+{
+    struct qconn *c = conn_alloc(t);
+    if (!c)
+        return -ENOMEM;
+    c->dialled = r;
+    c->remote = t->peer_addr[r];
+    c->remote_len = t->peer_addr_len[r];
+    lite_fmt(c->desc, sizeof(c->desc), "rank %d", r);
+    t->by_rank[r] = c;
+    ngtcp2_cid dcid, scid;
+    uint8_t b[18];
+    rand_bytes(b, sizeof(b));
+    ngtcp2_cid_init(&dcid, b, sizeof(b));
+    make_cid(c, &scid);
+    ngtcp2_path path = {
+        .local = {.addr = (ngtcp2_sockaddr *)&t->addr, .addrlen = t->addr_len},
+        .remote = {.addr = (ngtcp2_sockaddr *)&c->remote, .addrlen = c->remote_len}};
+    ngtcp2_settings s;
+    ngtcp2_transport_params p;
+    settings_for(t, &s, &p);
+    int rc = ngtcp2_conn_client_new(&c->conn, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1,
+                                    &g_callbacks, &s, &p, NULL, c);
+    if (rc) {
+        lite_fmt(why, why_len, "quic: ngtcp2_conn_client_new: %s", ngtcp2_strerror(rc));
+        conn_free(c);
+        return -ENOMEM;
+    }
+    rc = conn_finish_setup(t, c, r, why, why_len);
+    if (rc) {
+        conn_free(c);
+        return rc;
+    }
+    queue_hello(t, c, r);
+    return 0;
+}
+
+/* A new Initial from an unknown ID: a server-side connection, anonymous until its HELLO. */
+static struct qconn *conn_accept(struct lite_transport *t, const uint8_t *pkt, size_t len,
+                                 const struct sockaddr_storage *from, socklen_t fromlen)
+{
+    ngtcp2_pkt_hd hd;
+    if (ngtcp2_accept(&hd, pkt, len) != 0)
+        return NULL;
+    if (t->strangers >= MAX_STRANGERS) {
+        t->dropped++;
+        return NULL;
+    }
+    struct qconn *c = conn_alloc(t);
+    if (!c)
+        return NULL;
+    c->server = true;
+    c->remote = *from;
+    c->remote_len = fromlen;
+    c->odcid = hd.dcid;
+    char host[64];
+    uint16_t port;
+    lite_sock_name(from, host, sizeof(host), &port);
+    lite_fmt(c->desc, sizeof(c->desc), "%s port %u", host, port);
+    t->strangers++;
+    ngtcp2_cid scid;
+    make_cid(c, &scid);
+    ngtcp2_path path = {
+        .local = {.addr = (ngtcp2_sockaddr *)&t->addr, .addrlen = t->addr_len},
+        .remote = {.addr = (ngtcp2_sockaddr *)&c->remote, .addrlen = c->remote_len}};
+    ngtcp2_settings s;
+    ngtcp2_transport_params p;
+    settings_for(t, &s, &p);
+    p.original_dcid = hd.dcid;
+    char why[WHY_LEN];
+    int rc = ngtcp2_conn_server_new(&c->conn, &hd.scid, &scid, &path, hd.version, &g_callbacks, &s,
+                                    &p, NULL, c);
+    if (rc || conn_finish_setup(t, c, -1, why, sizeof(why))) {
+        conn_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* ---- receiving packets ---- */
+
+static struct qconn *conn_by_dcid(struct lite_transport *t, const uint8_t *dcid, size_t len)
+{
+    if (len == CIDLEN) {
+        uint32_t slot = lite_get32(dcid);
+        struct qconn *c = slot < t->nslots ? t->slots[slot] : NULL;
+        if (c && c->conn) {
+            ngtcp2_cid ids[16];
+            size_t n = ngtcp2_conn_get_num_scid(c->conn);
+            if (n <= 16) {
+                n = ngtcp2_conn_get_scid(c->conn, ids);
+                for (size_t i = 0; i < n; i++)
+                    if (ids[i].datalen == len && memcmp(ids[i].data, dcid, len) == 0)
+                        return c;
+            }
+        }
+    }
+    /* A client's Initial and 0-RTT packets name the ID it made up itself. */
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        struct qconn *c = t->slots[i];
+        if (c && c->server && c->odcid.datalen == len && memcmp(c->odcid.data, dcid, len) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+static void conn_read_error(struct qconn *c, int rv)
+{
+    struct lite_transport *t = c->t;
+    char why[WHY_LEN];
+    if (rv == NGTCP2_ERR_DRAINING) {
+        const ngtcp2_connection_close_error *e = NULL;
+        ngtcp2_connection_close_error ccerr;
+        ngtcp2_conn_get_connection_close_error(c->conn, &ccerr);
+        e = &ccerr;
+        if (e->type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION &&
+            e->error_code == APP_BYE) {
+            lite_fmt(why, sizeof(why), "rank %d finalized and closed", c->peer);
+            conn_fail(c, -ESHUTDOWN, why);
+            return;
+        }
+        lite_fmt(why, sizeof(why), "the peer closed the connection (%s code %llu%s%.*s)",
+                 e->type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION ? "application"
+                                                                                : "transport",
+                 (unsigned long long)e->error_code, e->reasonlen ? ": " : "",
+                 (int)(e->reasonlen < 100 ? e->reasonlen : 100), (const char *)e->reason);
+        conn_fail(c, -LITE_ERR_PEER_LOST, why);
+        return;
+    }
+    if (rv == NGTCP2_ERR_CALLBACK_FAILURE && c->fail_code) {
+        conn_close_error(c, c->fail_code == -EACCES ? APP_REFUSED : APP_PROTO, 0, "refused");
+        conn_fail(c, c->fail_code, c->fail_why);
+        return;
+    }
+    if (rv == NGTCP2_ERR_CRYPTO) {
+        char v[WHY_LEN];
+        quic_tls_verify_text(c->tls, v, sizeof(v));
+        uint8_t alert = ngtcp2_conn_get_tls_alert(c->conn);
+        lite_fmt(why, sizeof(why), "TLS handshake failed%s%s%s (alert %u: %s)", v[0] ? " (" : "", v,
+                 v[0] ? ")" : "", alert,
+                 gnutls_alert_get_strname((gnutls_alert_description_t)alert)
+                     ? gnutls_alert_get_strname((gnutls_alert_description_t)alert)
+                     : "?");
+        conn_close_error(c, 0, rv, NULL);
+        conn_fail(c, -EACCES, why);
+        return;
+    }
+    if (rv == NGTCP2_ERR_DROP_CONN) {
+        conn_fail(c, -LITE_ERR_PEER_LOST, "the connection was dropped");
+        return;
+    }
+    lite_fmt(why, sizeof(why), "QUIC error: %s", ngtcp2_strerror(rv));
+    conn_close_error(c, 0, rv, NULL);
+    conn_fail(c, -LITE_ERR_PEER_LOST, why);
+    (void)t;
+}
+
+static void rx_packet(struct lite_transport *t, const uint8_t *pkt, size_t len,
+                      const struct sockaddr_storage *from, socklen_t fromlen)
+{
+    ngtcp2_version_cid vc;
+    int rv = ngtcp2_pkt_decode_version_cid(&vc, pkt, len, CIDLEN);
+    if (rv != 0) {
+        t->dropped++;
+        return;
+    }
+    struct qconn *c = conn_by_dcid(t, vc.dcid, vc.dcidlen);
+    if (!c) {
+        if (!(pkt[0] & 0x80) || t->closing) {
+            t->dropped++; /* a short-header packet for no connection: dropped, no reset */
+            return;
+        }
+        c = conn_accept(t, pkt, len, from, fromlen);
+        if (!c) {
+            t->dropped++;
+            return;
+        }
+    }
+    if (c->dead)
+        return;
+    ngtcp2_path path = {.local = {.addr = (ngtcp2_sockaddr *)&t->addr, .addrlen = t->addr_len},
+                        .remote = {.addr = (ngtcp2_sockaddr *)from, .addrlen = fromlen}};
+    ngtcp2_pkt_info pi = {0};
+    t->in_ng++;
+    rv = ngtcp2_conn_read_pkt(c->conn, &path, &pi, pkt, len, now_ts());
+    t->in_ng--;
+    t->events++;
+    c->want_write = true;
+    if (rv)
+        conn_read_error(c, rv);
+}
+
+/* ICMP errors for packets this rank sent (IP_RECVERR): "port unreachable" from a peer's
+ * address means nothing listens there any more, its process is gone. */
+static void rx_errqueue(struct lite_transport *t)
+{
+    for (int i = 0; i < 64; i++) {
+        struct sockaddr_storage dst;
+        char ctl[512];
+        uint8_t dummy[64];
+        struct iovec iov = {.iov_base = dummy, .iov_len = sizeof(dummy)};
+        struct msghdr mh = {.msg_name = &dst,
+                            .msg_namelen = sizeof(dst),
+                            .msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl,
+                            .msg_controllen = sizeof(ctl)};
+        if (recvmsg(t->fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+            return;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+            if (!((cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR) ||
+                  (cm->cmsg_level == SOL_IPV6 && cm->cmsg_type == IPV6_RECVERR)))
+                continue;
+            struct sock_extended_err ee;
+            memcpy(&ee, CMSG_DATA(cm), sizeof(ee));
+            bool unreach =
+                (ee.ee_origin == SO_EE_ORIGIN_ICMP && ee.ee_type == 3 && ee.ee_code == 3) ||
+                (ee.ee_origin == SO_EE_ORIGIN_ICMP6 && ee.ee_type == 1 && ee.ee_code == 4);
+            if (!unreach)
+                continue;
+            for (uint32_t s = 0; s < t->nslots; s++) {
+                struct qconn *c = t->slots[s];
+                if (!c || c->dead || c->remote_len != mh.msg_namelen ||
+                    memcmp(&c->remote, &dst, c->remote_len) != 0)
+                    continue;
+                char why[WHY_LEN];
+                lite_fmt(why, sizeof(why),
+                         "its port is closed (ICMP port unreachable): the process is gone");
+                conn_fail(c, -LITE_ERR_PEER_LOST, why);
+            }
+        }
+    }
+}
+
+static void split_gro(struct lite_transport *t, int i, size_t len)
+{
+    struct msghdr *mh = &t->rxm[i].msg_hdr;
+    size_t seg = len;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm))
+        if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+            int v;
+            memcpy(&v, CMSG_DATA(cm), sizeof(v));
+            if (v > 0)
+                seg = (size_t)v;
+        }
+    const uint8_t *b = t->rxbuf + (size_t)i * RX_BUF;
+    for (size_t off = 0; off < len; off += seg)
+        rx_packet(t, b + off, len - off < seg ? len - off : seg, &t->rxaddr[i], mh->msg_namelen);
+}
+
+/* Read what the socket has (a bounded number of batches). */
+static void rx_drain(struct lite_transport *t)
+{
+    for (int round = 0; round < 8; round++) {
+        for (int i = 0; i < RX_BATCH; i++) {
+            t->rxm[i].msg_hdr.msg_namelen = sizeof(t->rxaddr[i]);
+            t->rxm[i].msg_hdr.msg_controllen = sizeof(t->rxctl[i]);
+        }
+        int n = recvmmsg(t->fd, t->rxm, RX_BATCH, MSG_DONTWAIT, NULL);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                return;
+            rx_errqueue(t); /* ECONNREFUSED etc.: an ICMP error is queued */
+            continue;
+        }
+        for (int i = 0; i < n; i++)
+            split_gro(t, i, t->rxm[i].msg_len);
+        if (n < RX_BATCH)
+            return;
+    }
+}
+
+/* ---- timers, writing, reaping ---- */
+
+static int64_t timers(struct lite_transport *t)
+{
+    ngtcp2_tstamp now = now_ts(), next = UINT64_MAX;
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        struct qconn *c = t->slots[i];
+        if (!c || c->dead || !c->conn)
+            continue;
+        if (c->server && c->peer < 0 && (int64_t)now - c->born_ns > HELLO_WAIT_NS) {
+            conn_fail(c, -LITE_ERR_PROTOCOL, "it said no HELLO in time");
+            continue;
+        }
+        ngtcp2_tstamp e = ngtcp2_conn_get_expiry(c->conn);
+        if (e <= now) {
+            t->in_ng++;
+            int rv = ngtcp2_conn_handle_expiry(c->conn, now);
+            t->in_ng--;
+            if (rv == NGTCP2_ERR_IDLE_CLOSE) {
+                char why[WHY_LEN];
+                lite_fmt(why, sizeof(why), "no packet for %llu ms (QUIC idle timeout)",
+                         (unsigned long long)(t->idle_ns / 1000000));
+                conn_fail(c, -LITE_ERR_PEER_LOST, why);
+                continue;
+            }
+            if (rv) {
+                conn_read_error(c, rv);
+                continue;
+            }
+            c->want_write = true;
+            e = ngtcp2_conn_get_expiry(c->conn);
+        }
+        if (e < next)
+            next = e;
+    }
+    return next == UINT64_MAX ? -1 : (int64_t)(next - now);
+}
+
+static void write_all(struct lite_transport *t)
+{
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        struct qconn *c = t->slots[i];
+        if (c && !c->dead && (c->want_write || (c->wcur && c->tx_sid < 0)))
+            conn_write(t, c);
+    }
+}
+
+static void reap(struct lite_transport *t)
+{
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        struct qconn *c = t->slots[i];
+        if (c && c->dead)
+            conn_free(c);
+    }
+}
+
+static int pass(struct lite_transport *t, int timeout_ms)
+{
+    t->events = 0;
+    rx_drain(t);
+    int64_t next_ns = timers(t);
+    write_all(t);
+    if (t->events == 0 && timeout_ms > 0) {
+        int wait = timeout_ms;
+        if (next_ns >= 0 && next_ns / 1000000 < wait)
+            wait = (int)(next_ns / 1000000);
+        struct pollfd p = {.fd = t->fd, .events = POLLIN};
+        if (wait > 0 && poll(&p, 1, wait) > 0 && (p.revents & POLLERR))
+            rx_errqueue(t);
+        rx_drain(t);
+        timers(t);
+        write_all(t);
+    }
+    if (!t->in_ng)
+        reap(t);
+    return t->events;
+}
+
+/* ---- the ops ---- */
+
+static int quic_probe(char *why, size_t why_len)
+{
+    (void)why;
+    (void)why_len;
+    return 0;
+}
+
+static int bind_socket(struct lite_transport *t, const char *host, char *why, size_t why_len)
+{
+    long base = lite_env_long("LITETX_QUIC_PORT_BASE", 0, 65535, 0);
+    uint16_t port = base ? (uint16_t)(base + t->rank) : 0;
+    if (base && base + t->rank > 65535) {
+        lite_fmt(why, why_len, "LITETX_QUIC_PORT_BASE=%ld + rank %d is past port 65535", base,
+                 t->rank);
+        return -LITE_ERR_CONFIG;
+    }
+    int rc = lite_sock_resolve(host, port, &t->addr, &t->addr_len, why, why_len);
+    if (rc)
+        return rc;
+    t->family = t->addr.ss_family;
+    t->fd = socket(t->family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (t->fd < 0)
+        return -errno;
+    if (bind(t->fd, (struct sockaddr *)&t->addr, t->addr_len) != 0) {
+        rc = -errno;
+        lite_fmt(why, why_len, "quic: cannot bind UDP %s port %u: %s", host, port, strerror(errno));
+        return rc;
+    }
+    t->addr_len = sizeof(t->addr);
+    getsockname(t->fd, (struct sockaddr *)&t->addr, &t->addr_len);
+    /* Room for a window's worth of 64 KiB datagrams (root may exceed rmem_max). */
+    int big = 8 << 20;
+    if (setsockopt(t->fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)) != 0)
+        setsockopt(t->fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+    if (setsockopt(t->fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big)) != 0)
+        setsockopt(t->fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+    int one = 1;
+    if (t->family == AF_INET6)
+        setsockopt(t->fd, SOL_IPV6, IPV6_RECVERR, &one, sizeof(one));
+    else
+        setsockopt(t->fd, SOL_IP, IP_RECVERR, &one, sizeof(one));
+    /* GSO and GRO where the kernel has them (LITETX_QUIC_GSO=0 turns both off). */
+    long want = lite_env_long("LITETX_QUIC_GSO", 0, 1, 1);
+    int seg = 1200;
+    t->gso = want && setsockopt(t->fd, SOL_UDP, UDP_SEGMENT, &seg, sizeof(seg)) == 0;
+    if (t->gso) {
+        seg = 0;
+        setsockopt(t->fd, SOL_UDP, UDP_SEGMENT, &seg, sizeof(seg));
+    }
+    t->gro = want && setsockopt(t->fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+    return 0;
+}
+
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss->ss_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+    return false;
+}
+
+static void quic_close(struct lite_transport *t);
+
+static int quic_open(const struct lite_transport_params *p, struct lite_transport **out)
+{
+    struct lite_transport *t = calloc(1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    t->fd = -1;
+    t->rank = p->rank;
+    t->world = p->world_size;
+    t->core = p->core;
+    t->up = p->up;
+    t->sec = p->size >= offsetof(struct lite_transport_params, security) + sizeof(p->security)
+                 ? p->security
+                 : NULL;
+    size_t w = (size_t)t->world;
+    t->by_rank = calloc(w, sizeof(*t->by_rank));
+    t->failed = calloc(w, sizeof(*t->failed));
+    t->peer_nonce = calloc(w, sizeof(*t->peer_nonce));
+    t->peer_addr = calloc(w, sizeof(*t->peer_addr));
+    t->peer_addr_len = calloc(w, sizeof(*t->peer_addr_len));
+    t->lost_why = calloc(w, WHY_LEN);
+    t->txbuf = malloc(TX_BUF);
+    t->rxbuf = malloc((size_t)RX_BATCH * RX_BUF);
+    if (!t->by_rank || !t->failed || !t->peer_nonce || !t->peer_addr || !t->peer_addr_len ||
+        !t->lost_why || !t->txbuf || !t->rxbuf) {
+        quic_close(t);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < RX_BATCH; i++) {
+        t->rxiov[i] = (struct iovec){.iov_base = t->rxbuf + (size_t)i * RX_BUF, .iov_len = RX_BUF};
+        t->rxm[i].msg_hdr = (struct msghdr){.msg_name = &t->rxaddr[i],
+                                            .msg_iov = &t->rxiov[i],
+                                            .msg_iovlen = 1,
+                                            .msg_control = t->rxctl[i]};
+    }
+    char why[256] = "";
+    int rc = bind_socket(t, p->bind_host, why, sizeof(why));
+    if (!rc)
+        rc = quic_tls_open(t->sec, t->rank, &t->tls, why, sizeof(why));
+    if (rc) {
+        LITE_ERROR("quic rank %d: %s", t->rank, why[0] ? why : lite_strerror(rc));
+        quic_close(t);
+        return rc;
+    }
+    /* Largest datagram: the whole 64 KiB on loopback, an Ethernet frame's otherwise. */
+    long dflt = is_loopback(&t->addr) ? (t->family == AF_INET6 ? 65527 : 65507)
+                                      : (t->family == AF_INET6 ? 1432 : 1452);
+    t->max_payload = (size_t)lite_env_long("LITETX_QUIC_UDP_PAYLOAD", 1200, 65527, dflt);
+    t->idle_ns =
+        (uint64_t)lite_env_long("LITETX_QUIC_IDLE_MS", 1000, 3600000, 30000) * NGTCP2_MILLISECONDS;
+    const char *cc = getenv("LITETX_QUIC_CC");
+    t->cc = NGTCP2_CC_ALGO_CUBIC;
+    if (cc && !strcmp(cc, "reno"))
+        t->cc = NGTCP2_CC_ALGO_RENO;
+    else if (cc && !strcmp(cc, "bbr"))
+        t->cc = NGTCP2_CC_ALGO_BBR;
+    else if (cc && !strcmp(cc, "bbr2"))
+        t->cc = NGTCP2_CC_ALGO_BBR2;
+    else if (cc && *cc && strcmp(cc, "cubic"))
+        LITE_WARN("LITETX_QUIC_CC=\"%s\" ignored: reno, cubic, bbr or bbr2; using cubic", cc);
+    t->win_stream = (uint64_t)lite_env_long("LITETX_QUIC_WINDOW", 65536, 1L << 30, 4L << 20);
+    t->win_conn = t->win_stream + t->win_stream / 2;
+    rand_bytes((uint8_t *)&t->nonce, sizeof(t->nonce));
+    /* Test and deployment knob: publish A + rank instead of the bound address (a relay there
+     * forwards to this rank's port). */
+    t->adv = t->addr;
+    long adv = lite_env_long("LITETX_QUIC_ADVERTISE_BASE", 0, 65535, 0);
+    if (adv) {
+        if (adv + t->rank > 65535) {
+            LITE_ERROR("quic rank %d: LITETX_QUIC_ADVERTISE_BASE=%ld + rank is past port 65535",
+                       t->rank, adv);
+            quic_close(t);
+            return -LITE_ERR_CONFIG;
+        }
+        struct sockaddr_in *a4 = (struct sockaddr_in *)&t->adv;
+        memset(&t->adv, 0, sizeof(t->adv));
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)(adv + t->rank));
+        a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    }
+    char host[64];
+    uint16_t port;
+    lite_sock_name(&t->addr, host, sizeof(host), &port);
+    LITE_INFO("quic rank %d: UDP %s port %u, datagrams up to %zu bytes, GSO %s, GRO %s, "
+              "idle timeout %llu ms",
+              t->rank, host, port, t->max_payload, t->gso ? "on" : "off", t->gro ? "on" : "off",
+              (unsigned long long)(t->idle_ns / 1000000));
+    *out = t;
+    return 0;
+}
+
+static void quic_close(struct lite_transport *t)
+{
+    if (!t)
+        return;
+    t->closing = true; /* no upcalls from here on */
+    /* Linger until what this rank sent was acknowledged (the last barrier message, say), then
+     * say BYE: the peers report -ESHUTDOWN, not a loss. */
+    int64_t until = lite_now_ns() + (int64_t)LINGER_MS * 1000000;
+    while (t->fd >= 0 && lite_now_ns() < until) {
+        bool waiting = false;
+        for (uint32_t i = 0; i < t->nslots; i++) {
+            struct qconn *c = t->slots[i];
+            if (c && !c->dead && c->ready && c->conn && c->acked_end < c->queued_end)
+                waiting = true;
+        }
+        if (!waiting)
+            break;
+        pass(t, 5);
+    }
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        struct qconn *c = t->slots[i];
+        if (c && !c->dead && c->conn)
+            conn_close_error(c, APP_BYE, 0, "bye");
+    }
+    for (uint32_t i = 0; i < t->nslots; i++)
+        if (t->slots[i])
+            conn_free(t->slots[i]);
+    if (t->dropped)
+        LITE_INFO("quic rank %d: %llu datagrams matched no connection and were dropped", t->rank,
+                  (unsigned long long)t->dropped);
+    if (t->fd >= 0)
+        close(t->fd);
+    quic_tls_close(t->tls);
+    free(t->slots);
+    free(t->by_rank);
+    free(t->failed);
+    free(t->peer_nonce);
+    free(t->peer_addr);
+    free(t->peer_addr_len);
+    free(t->lost_why);
+    free(t->txbuf);
+    free(t->rxbuf);
+    free(t);
+}
+
+static int quic_addr_get(struct lite_transport *t, void *blob, size_t *len)
+{
+    if (*len < BLOB_LEN)
+        return -ENOSPC;
+    uint8_t *b = blob;
+    lite_sock_pack(&t->adv, &b[0], b + 1);
+    lite_put64(b + 1 + LITE_SOCK_PACKED, t->nonce);
+    *len = BLOB_LEN;
+    return 0;
+}
+
+static int quic_connect_all(struct lite_transport *t, const void *const *blobs, const size_t *lens,
+                            int64_t deadline_ns, char *why, size_t why_len)
+{
+    for (int r = 0; r < t->world; r++) {
+        if (r == t->rank)
+            continue;
+        const uint8_t *b = blobs[r];
+        if (lens[r] != BLOB_LEN ||
+            lite_sock_unpack(b[0], b + 1, &t->peer_addr[r], &t->peer_addr_len[r]) != 0) {
+            lite_fmt(why, why_len, "quic: rank %d published no QUIC address", r);
+            return -LITE_ERR_PROTOCOL;
+        }
+        t->peer_nonce[r] = lite_get64(b + 1 + LITE_SOCK_PACKED);
+    }
+    t->connecting = true;
+    int rc = 0;
+    for (int r = t->rank + 1; r < t->world && !rc; r++)
+        rc = conn_dial(t, r, why, why_len);
+    while (!rc) {
+        int missing = 0, failed = -1;
+        for (int r = 0; r < t->world; r++) {
+            if (r == t->rank)
+                continue;
+            if (t->lost_why[(size_t)r * WHY_LEN])
+                failed = r;
+            struct qconn *c = t->by_rank[r];
+            if (!c || !c->ready || c->dead)
+                missing++;
+        }
+        if (failed >= 0) {
+            lite_fmt(why, why_len, "quic: rank %d: %s", failed,
+                     t->lost_why + (size_t)failed * WHY_LEN);
+            rc = -LITE_ERR_PEER_LOST;
+            break;
+        }
+        if (!missing)
+            break;
+        if (lite_now_ns() > deadline_ns) {
+            size_t used = (size_t)snprintf(why, why_len, "quic: no connection with rank");
+            for (int r = 0; r < t->world && used < why_len; r++) {
+                struct qconn *c = t->by_rank[r];
+                if (r != t->rank && (!c || !c->ready))
+                    used += (size_t)snprintf(why + used, why_len - used, " %d", r);
+            }
+            rc = -ETIMEDOUT;
+            break;
+        }
+        pass(t, 10);
+    }
+    t->connecting = false;
+    return rc;
+}
+
+static int post(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
+                const void *payload, void *op, bool inject)
+{
+    if (peer < 0 || peer >= t->world || peer == t->rank)
+        return -EINVAL;
+    struct qconn *c = t->by_rank[peer];
+    if (t->failed[peer] || !c || c->dead)
+        return t->failed[peer] ? -LITE_ERR_PEER_LOST : -EINVAL;
+    struct lite_wire_hdr h = {.type = LITE_WIRE_MSG,
+                              .channel = hdr->channel,
+                              .flags = hdr->flags,
+                              .credits = hdr->credits,
+                              .tag = hdr->tag,
+                              .len = hdr->len};
+    bool copy = inject || hdr->len <= COPY_MAX;
+    int rc = queue_frame(t, c, &h, payload, hdr->len, op, copy);
+    if (rc)
+        return rc;
+    if (copy && !inject)
+        t->up->send_done(t->core, op, 0);
+    if (!t->in_ng)
+        conn_write(t, c);
+    return 0;
+}
+
+static int quic_msg_send(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
+                         const void *payload, void *op)
+{
+    return post(t, peer, hdr, payload, op, false);
+}
+
+static int quic_msg_inject(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
+                           const void *payload)
+{
+    if (hdr->len > SMALL_MAX)
+        return -EAGAIN;
+    return post(t, peer, hdr, payload, NULL, true);
+}
+
+static int quic_progress(struct lite_transport *t, int timeout_ms)
+{
+    return pass(t, timeout_ms);
+}
+
+const struct lite_transport_ops lite_quic_ops = {
+    .size = sizeof(struct lite_transport_ops),
+    .abi_version = LITE_TRANSPORT_ABI_VERSION,
+    .name = "quic",
+    .caps = LITE_CAP_ENCRYPTED,
+    .probe = quic_probe,
+    .open = quic_open,
+    .close = quic_close,
+    .addr_get = quic_addr_get,
+    .connect_all = quic_connect_all,
+    .msg_send = quic_msg_send,
+    .progress = quic_progress,
+    .msg_inject = quic_msg_inject,
+};

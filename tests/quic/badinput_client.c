@@ -2,7 +2,7 @@
  * badinput_client.c - a stranger's QUIC client (ngtcp2 + GnuTLS, ALPN "litetx") that dials one
  * rank's UDP port while a job runs (tests/quic/badinput.sh), to check what the rank does with it.
  *
- *   badinput_client PORT nocert|cert [CERT KEY] [-a|-e] [-t MS]
+ *   badinput_client PORT nocert|cert [CERT KEY] [-a|-e] [-H RANK] [-t MS]
  *
  *   nocert   present no client certificate
  *   cert     present CERT/KEY (e.g. a certificate from another CA)
@@ -11,6 +11,8 @@
  *            harm to the job
  *   -e       either outcome is fine (a rank's own certificate used by a stranger: the rank may
  *            complete TLS and refuse at its identity check); the job must go on
+ *   -H RANK  once accepted, start the stream with a HELLO frame claiming RANK (with made-up
+ *            bootstrap nonces) before the noise: a stranger claiming a rank's identity
  *   -t MS    how long to try (default 5000)
  *
  * "Accepted" means the handshake was confirmed (the server's HANDSHAKE_DONE came: in TLS 1.3 the
@@ -39,6 +41,8 @@
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
+#include "lite_int.h" /* the stream codec's constants, for the forged HELLO */
+
 struct client {
     ngtcp2_crypto_conn_ref ref;
     ngtcp2_conn *conn;
@@ -49,7 +53,22 @@ struct client {
     bool confirmed, closed;
     int64_t stream;
     uint64_t noise_sent;
+    int hello_rank; /* -1: no HELLO */
 };
+
+/* The stream codec's 48-byte header (src/core/lite_int.h), little-endian: a HELLO from `rank`. */
+static void forge_hello(uint8_t *out, int rank)
+{
+    memset(out, 0, LITE_WIRE_HDR_LEN);
+    out[0] = LITE_WIRE_MAGIC & 0xFF, out[1] = LITE_WIRE_MAGIC >> 8;
+    out[2] = LITE_WIRE_VERSION;
+    out[3] = LITE_WIRE_HELLO;
+    for (int i = 0; i < 8; i++) {
+        out[8 + i] = (uint8_t)((uint64_t)rank >> (8 * i));         /* tag: the rank */
+        out[24 + i] = (uint8_t)(0x1122334455667788ull >> (8 * i)); /* key: a made-up nonce */
+        out[32 + i] = (uint8_t)(0x8877665544332211ull >> (8 * i)); /* offset: another */
+    }
+}
 
 static uint64_t now_ns(void)
 {
@@ -106,10 +125,14 @@ static void flush(struct client *c)
         int64_t sid = -1;
         ngtcp2_vec v = {noise, 0};
         if (c->confirmed && c->noise_sent < 256 * 1024) {
-            if (c->stream < 0 && ngtcp2_conn_open_bidi_stream(c->conn, &c->stream, NULL) != 0)
+            /* a unidirectional stream, as the ranks use; a bidirectional one if refused */
+            if (c->stream < 0 && ngtcp2_conn_open_uni_stream(c->conn, &c->stream, NULL) != 0 &&
+                ngtcp2_conn_open_bidi_stream(c->conn, &c->stream, NULL) != 0)
                 c->stream = -1;
             if (c->stream >= 0) {
                 (void)gnutls_rnd(GNUTLS_RND_NONCE, noise, sizeof noise);
+                if (c->noise_sent == 0 && c->hello_rank >= 0)
+                    forge_hello(noise, c->hello_rank);
                 sid = c->stream;
                 v.len = sizeof noise;
             }
@@ -133,7 +156,7 @@ static void flush(struct client *c)
 int main(int argc, char **argv)
 {
     if (argc < 3)
-        fail("usage", "badinput_client PORT nocert|cert [CERT KEY] [-a|-e] [-t MS]");
+        fail("usage", "badinput_client PORT nocert|cert [CERT KEY] [-a|-e] [-H RANK] [-t MS]");
     int port = atoi(argv[1]);
     const char *mode = argv[2];
     const char *cert = NULL, *key = NULL;
@@ -146,19 +169,22 @@ int main(int argc, char **argv)
         fail("usage", "mode is nocert or cert");
     }
     bool expect_accept = false, either = false;
+    int hello_rank = -1;
     long timeout_ms = 5000;
     for (; argi < argc; argi++) {
         if (!strcmp(argv[argi], "-a"))
             expect_accept = true;
         else if (!strcmp(argv[argi], "-e"))
             either = true;
+        else if (!strcmp(argv[argi], "-H") && argi + 1 < argc)
+            hello_rank = atoi(argv[++argi]);
         else if (!strcmp(argv[argi], "-t") && argi + 1 < argc)
             timeout_ms = atol(argv[++argi]);
         else
             fail("usage", argv[argi]);
     }
 
-    struct client c = {.stream = -1};
+    struct client c = {.stream = -1, .hello_rank = hello_rank};
     c.ref.get_conn = get_conn;
     c.ref.user_data = &c;
     c.fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
@@ -218,6 +244,7 @@ int main(int argc, char **argv)
     ngtcp2_transport_params params;
     ngtcp2_transport_params_default(&params);
     params.initial_max_streams_bidi = 4;
+    params.initial_max_streams_uni = 4;
     params.initial_max_stream_data_bidi_local = 1 << 20;
     params.initial_max_stream_data_bidi_remote = 1 << 20;
     params.initial_max_data = 4 << 20;

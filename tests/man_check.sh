@@ -8,6 +8,8 @@
 #     in the SYNOPSIS of a page of man/man3, and has man/man3/<function>.3 (that page, or a
 #     one-line ".so man3/<page>.3" pointing at it, so that `man <function>` finds it);
 #   - no page lists a lite_* function the header does not declare (a removed or renamed call);
+#   - every LITE_* constant of the header is named in some page, and every lite_config_t field
+#     in lite_init.3;
 #   - every program of tools/*.c has man/man1/<program>.1;
 #   - every page's .TH names the version of the header's LITE_VERSION_* macros;
 #   - groff formats every page with all warnings on (-ww) and prints nothing.
@@ -78,6 +80,23 @@ for s in man/man3/*.3; do
     target=$(sed -n '1s/^\.so //p' "$s")
     [ -f "man/$target" ] && ! is_stub "man/$target" ||
         fail "$s: points at man/$target, which is not a page"
+done
+
+# The constants a caller uses (enumerators and #define'd LITE_* names; not the *_COUNT bounds or
+# the header's own plumbing) are named in some page, and every lite_config_t field in lite_init.3.
+mapfile -t consts < <(sed -nE -e 's/^#define (LITE_[A-Z0-9_]+).*/\1/p' \
+    -e 's/^[ ]+(LITE_[A-Z0-9_]+)[ ]*=.*/\1/p' "$HDR" |
+    grep -vE '^(LITE_API|LITE_BUILDING_LIBRARY)$|_COUNT$' | sort -u)
+every_page=$(cat man/man1/*.1 man/man3/*.3 man/man7/*.7 2>/dev/null)
+for c in "${consts[@]}"; do
+    grep -qw -- "$c" <<<"$every_page" || fail "$c: defined in $HDR but named in no page"
+done
+mapfile -t fields < <(sed -n '/^typedef struct lite_config {/,/^} lite_config_t;/p' "$HDR" |
+    sed -nE 's/^[ ]+[a-z0-9_ ]+[ *]+([a-z0-9_]+)(\[[0-9]+\])?;.*/\1/p' | grep -vx reserved)
+[ ${#fields[@]} -gt 0 ] || fail "no lite_config_t field found in $HDR"
+for f in "${fields[@]}"; do
+    grep -qw -- "$f" man/man3/lite_init.3 ||
+        fail "lite_config_t.$f: not described in man/man3/lite_init.3"
 done
 
 for t in tools/*.c; do

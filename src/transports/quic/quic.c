@@ -477,6 +477,21 @@ static int cb_handshake_done(ngtcp2_conn *conn, void *user)
         c->fail_code = -EACCES;
         return NGTCP2_ERR_CALLBACK_FAILURE;
     }
+    struct lite_transport *t = c->t;
+    if (!c->server && t->sec && t->sec->mode == LITE_SEC_CA) {
+        int cr = quic_tls_peer_rank(c->tls);
+        if (cr != c->dialled) {
+            if (cr >= 0)
+                lite_fmt(c->fail_why, sizeof(c->fail_why),
+                         "the server at its address has rank %d's certificate, not rank %d's", cr,
+                         c->dialled);
+            else
+                lite_fmt(c->fail_why, sizeof(c->fail_why),
+                         "the server at its address has a certificate naming no rank");
+            c->fail_code = -EACCES;
+            return NGTCP2_ERR_CALLBACK_FAILURE;
+        }
+    }
     c->want_write = true;
     return 0;
 }

@@ -23,8 +23,8 @@ int quic_tls_open(const struct lite_security *sec, int rank, struct quic_tls **o
 void quic_tls_close(struct quic_tls *tls);
 
 /* A session for one connection. `conn_ref` is the ngtcp2_crypto_conn_ref the crypto helper
- * finds the connection by. A client in ca mode accepts only a server whose certificate names
- * rank `expect_rank`. NULL on failure (why says which step). */
+ * finds the connection by. In ca mode the peer's certificate must chain to the CA; the rank
+ * it names is the caller's to check (quic_tls_peer_rank). NULL on failure (why says which step). */
 gnutls_session_t quic_tls_session(struct quic_tls *tls, bool server, int expect_rank,
                                   void *conn_ref, char *why, size_t len);
 

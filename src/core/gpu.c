@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "gpu.h"
+#include "gpu_cu.h"
 #include "lite_int.h"
 #include "reduce.h"
 
@@ -27,25 +28,6 @@ typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
-
-enum {
-    CUDA_SUCCESS = 0,
-    CUDA_ERROR_INVALID_VALUE = 1,
-    CUDA_ERROR_OUT_OF_MEMORY = 2,
-    CUDA_ERROR_NO_DEVICE = 100,
-    CUDA_ERROR_NOT_READY = 600,
-    CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
-    CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
-    CU_POINTER_ATTRIBUTE_IS_MANAGED = 8,
-    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
-    CU_MEMORYTYPE_DEVICE = 2,
-    CU_STREAM_NON_BLOCKING = 1,
-    CU_EVENT_DISABLE_TIMING = 2,
-    CU_MEMHOSTALLOC_PORTABLE = 1,
-    CU_MEMHOSTREGISTER_PORTABLE = 1,
-    CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD = 1,
-    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
-};
 
 /* The driver's entry points; NULL members are optional ones this driver lacks. */
 struct cu_api {
@@ -127,7 +109,7 @@ extern const size_t lite_cuda_fatbin_len;
 static const char *cu_name(CUresult r)
 {
     const char *s = NULL;
-    if (G.api.GetErrorName && G.api.GetErrorName(r, &s) == CUDA_SUCCESS && s)
+    if (G.api.GetErrorName && G.api.GetErrorName(r, &s) == LCU_SUCCESS && s)
         return s;
     return "unknown CUDA error";
 }
@@ -135,16 +117,16 @@ static const char *cu_name(CUresult r)
 /* One translation point from CUresult to our codes; logs the failure. */
 static int cu_err(CUresult r, const char *what)
 {
-    if (r == CUDA_SUCCESS)
+    if (r == LCU_SUCCESS)
         return 0;
-    if (r == CUDA_ERROR_NOT_READY)
+    if (r == LCU_ERROR_NOT_READY)
         return -EAGAIN;
     LITE_ERROR("gpu: %s failed: %s (%d)", what, cu_name(r), r);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+    if (r == LCU_ERROR_OUT_OF_MEMORY)
         return -ENOMEM;
-    if (r == CUDA_ERROR_INVALID_VALUE)
+    if (r == LCU_ERROR_INVALID_VALUE)
         return -EINVAL;
-    if (r == CUDA_ERROR_NO_DEVICE)
+    if (r == LCU_ERROR_NO_DEVICE)
         return -ENODEV;
     return -EIO;
 }
@@ -219,7 +201,7 @@ static void load_once(void)
         }
     }
     CUresult r = a->Init(0);
-    if (r != CUDA_SUCCESS) {
+    if (r != LCU_SUCCESS) {
         snprintf(G.why, sizeof(G.why), "CUDA driver %s loaded but cuInit failed: %s (%d)", name,
                  cu_name(r), r);
         G.rc = -ENODEV;
@@ -227,9 +209,9 @@ static void load_once(void)
     }
     int n = 0;
     r = a->DeviceGetCount(&n);
-    if (r != CUDA_SUCCESS || n <= 0) {
+    if (r != LCU_SUCCESS || n <= 0) {
         snprintf(G.why, sizeof(G.why), "CUDA driver loaded but no device is visible (%s)",
-                 r == CUDA_SUCCESS ? "count 0" : cu_name(r));
+                 r == LCU_SUCCESS ? "count 0" : cu_name(r));
         G.rc = -ENODEV;
         return;
     }
@@ -295,7 +277,7 @@ static int ctx_enter(int d)
                 rc = cu_err(G.api.DevicePrimaryCtxRetain(&c, dev), "cuDevicePrimaryCtxRetain");
             if (!rc) {
                 int sms = 0;
-                G.api.DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+                G.api.DeviceGetAttribute(&sms, LCU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
                 g->sms = sms > 0 ? sms : 1;
                 __atomic_store_n(&g->ctx, c, __ATOMIC_RELEASE);
             }
@@ -359,12 +341,12 @@ int lite_gpu_ptr_kind(const void *p, int *device)
         return LITE_MEM_HOST;
     unsigned int type = 0, managed = 0;
     int ordinal = -1;
-    int attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    int attrs[3] = {LCU_POINTER_ATTRIBUTE_MEMORY_TYPE, LCU_POINTER_ATTRIBUTE_IS_MANAGED,
+                    LCU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
     void *data[3] = {&type, &managed, &ordinal};
-    if (G.api.PointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
+    if (G.api.PointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)p) != LCU_SUCCESS)
         return LITE_MEM_HOST;
-    if (type != CU_MEMORYTYPE_DEVICE || managed)
+    if (type != LCU_MEMORYTYPE_DEVICE || managed)
         return LITE_MEM_HOST;
     if (device)
         *device = ordinal;
@@ -384,7 +366,7 @@ int lite_gpu_stream_create(int device, struct lite_gpu_stream **out)
         free(s);
         return rc;
     }
-    rc = cu_err(G.api.StreamCreate(&s->s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    rc = cu_err(G.api.StreamCreate(&s->s, LCU_STREAM_NON_BLOCKING), "cuStreamCreate");
     ctx_leave();
     if (rc) {
         free(s);
@@ -444,7 +426,7 @@ int lite_gpu_stream_wait_user(struct lite_gpu_stream *s, void *user)
     if (rc)
         return rc;
     CUevent e = NULL;
-    rc = cu_err(G.api.EventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    rc = cu_err(G.api.EventCreate(&e, LCU_EVENT_DISABLE_TIMING), "cuEventCreate");
     if (!rc)
         rc = cu_err(G.api.EventRecord(e, (CUstream)user), "cuEventRecord (caller's stream)");
     if (!rc)
@@ -466,7 +448,7 @@ int lite_gpu_event_create(int device, struct lite_gpu_event **out)
         free(e);
         return rc;
     }
-    rc = cu_err(G.api.EventCreate(&e->e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    rc = cu_err(G.api.EventCreate(&e->e, LCU_EVENT_DISABLE_TIMING), "cuEventCreate");
     ctx_leave();
     if (rc) {
         free(e);
@@ -551,7 +533,7 @@ int lite_gpu_host_alloc(size_t n, void **out)
     int rc = ctx_enter(0);
     if (rc)
         return rc;
-    rc = cu_err(G.api.MemHostAlloc(out, n ? n : 1, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc");
+    rc = cu_err(G.api.MemHostAlloc(out, n ? n : 1, LCU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc");
     ctx_leave();
     return rc;
 }
@@ -569,9 +551,9 @@ int lite_gpu_host_register(void *p, size_t n)
     int rc = ctx_enter(0);
     if (rc)
         return rc;
-    CUresult r = G.api.MemHostRegister(p, n, CU_MEMHOSTREGISTER_PORTABLE);
+    CUresult r = G.api.MemHostRegister(p, n, LCU_MEMHOSTREGISTER_PORTABLE);
     ctx_leave();
-    if (r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+    if (r == LCU_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
         return -EEXIST;
     return cu_err(r, "cuMemHostRegister");
 }
@@ -626,7 +608,7 @@ int lite_gpu_dmabuf(const void *addr, size_t len, int *fd, uint64_t *offset)
     size_t size = ((uintptr_t)addr + len - base + page - 1) & ~(page - 1);
     int h = -1;
     rc = cu_err(G.api.MemGetHandleForAddressRange(&h, (CUdeviceptr)base, size,
-                                                  CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0),
+                                                  LCU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0),
                 "cuMemGetHandleForAddressRange");
     ctx_leave();
     if (rc)

@@ -388,7 +388,7 @@ static int conn_read(struct bs_root *g, struct bs_conn *c, const char **bad)
         if (rc == 0)
             return 0;
         if (rc < 0) {
-            *bad = g->bad;
+            *bad = rc == -LITE_ERR_PEER_LOST ? NULL : g->bad; /* closed: no news, as below */
             return -1;
         }
         c->secure = true;

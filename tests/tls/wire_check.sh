@@ -1,7 +1,8 @@
 #!/bin/sh
 # wire_check.sh LITETX_RUN TEST_PROGRAM: every byte the two ranks hand to the kernel (write,
-# sendmsg, ... as strace records them) is searched for the test's plaintext pattern. Security off
-# must show it (the check works); security on (the environment's LITETX_SECURITY*) must not.
+# sendmsg, ... as strace records them) is searched for the test's plaintext pattern and for the
+# bootstrap's frames. Security off must show both (the check works); security on (the
+# environment's LITETX_SECURITY*) must show neither.
 set -u
 run=$1 prog=$2
 command -v strace >/dev/null || { echo "SKIPPED: strace not installed"; exit 77; }
@@ -26,4 +27,10 @@ secure=$(grep -c 'LITETX-PLAINTEXT-' "$out/secure")
 echo "syscalls carrying the pattern: security off $plain, security $LITETX_SECURITY $secure"
 [ "$plain" -gt 0 ] || { echo "FAILED: the check sees nothing even in plaintext"; exit 1; }
 [ "$secure" -eq 0 ] || { echo "FAILED: plaintext on the wire with security on"; exit 1; }
+# the bootstrap's frames begin with the magic "LTBS" (its address table and hellos)
+bplain=$(grep -c 'LTBS' "$out/plain")
+bsecure=$(grep -c 'LTBS' "$out/secure")
+echo "syscalls carrying a bootstrap frame: security off $bplain, security $LITETX_SECURITY $bsecure"
+[ "$bplain" -gt 0 ] || { echo "FAILED: the check sees no bootstrap frame in plaintext"; exit 1; }
+[ "$bsecure" -eq 0 ] || { echo "FAILED: a plaintext bootstrap frame with security on"; exit 1; }
 echo "no plaintext on the wire"

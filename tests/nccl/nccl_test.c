@@ -83,7 +83,9 @@ static void check_bytes(const void *buf, bool dev, size_t len, int src, uint32_t
     free(h);
 }
 
-static lite_ctx_t *job_init(void)
+static int world;
+
+static lite_ctx_t *job_init_n(int want)
 {
     lite_config_t cfg = lite_config_default();
     lite_ctx_t *ctx = NULL;
@@ -92,9 +94,15 @@ static lite_ctx_t *job_init(void)
     CHECK(strcmp(lite_transport_name(ctx), "nccl") == 0, "transport is %s",
           lite_transport_name(ctx));
     me = lite_rank(ctx);
+    world = lite_world_size(ctx);
     peer = 1 - me;
-    CHECK(lite_world_size(ctx) == 2, "two ranks expected");
+    CHECK(!want || world == want, "%d ranks expected", want);
     return ctx;
+}
+
+static lite_ctx_t *job_init(void)
+{
+    return job_init_n(2);
 }
 
 /* A one-rank job without a device: what the user sees when asking for nccl. */
@@ -197,25 +205,78 @@ static int case_device_p2p(void)
                 free(dst);
         }
     }
-    /* Order: a host message right behind a device one from the same rank arrives after it. */
-    void *big = dev_pattern(8u << 20, me, 999), *bigdst = NULL;
-    CHECK_RC(lite_gpu_mem_alloc(0, 8u << 20, &bigdst));
+    /* Order: a host message right behind an eager device one (below the rendezvous threshold,
+     * so both leave at once) from the same rank arrives after it. */
+    const size_t eager = 16u << 10;
+    void *big = dev_pattern(eager, me, 999), *bigdst = NULL;
+    CHECK_RC(lite_gpu_mem_alloc(0, eager, &bigdst));
     uint8_t small = (uint8_t)me, got = 0xff;
     lite_request_t *r1, *r2, *s1, *s2;
-    CHECK_RC(lite_irecv(ctx, peer, tag, bigdst, 8u << 20, &r1));
+    CHECK_RC(lite_irecv(ctx, peer, tag, bigdst, eager, &r1));
     CHECK_RC(lite_irecv(ctx, peer, tag + 1, &got, 1, &r2));
-    CHECK_RC(lite_isend(ctx, peer, tag, big, 8u << 20, &s1));
+    CHECK_RC(lite_isend(ctx, peer, tag, big, eager, &s1));
     CHECK_RC(lite_isend(ctx, peer, tag + 1, &small, 1, &s2));
     CHECK_RC(lite_wait(ctx, r2, LITE_TIMEOUT_DEFAULT, NULL));
     CHECK(lite_test(ctx, r1, NULL) == 1, "the host message overtook the device one");
     CHECK_RC(lite_wait(ctx, s1, LITE_TIMEOUT_DEFAULT, NULL));
     CHECK_RC(lite_wait(ctx, s2, LITE_TIMEOUT_DEFAULT, NULL));
-    check_bytes(bigdst, true, 8u << 20, peer, 999);
+    check_bytes(bigdst, true, eager, peer, 999);
     CHECK(got == (uint8_t)peer, "small message");
     lite_gpu_mem_free(big);
     lite_gpu_mem_free(bigdst);
     CHECK_RC(lite_finalize(ctx));
     printf("rank %d: device p2p ok\n", me);
+    return 0;
+}
+
+/* Every rank sends a device buffer to every other rank at once (and then around a ring):
+ * several pairs' groups interleave, each rank leading some and following others. */
+static int case_device_ring(void)
+{
+    lite_ctx_t *ctx = job_init_n(0);
+    const size_t len = (3u << 20) + 17;
+    void **src = calloc((size_t)world, sizeof(*src)), **dst = calloc((size_t)world, sizeof(*dst));
+    lite_request_t **rq = calloc(2 * (size_t)world, sizeof(*rq));
+    CHECK(src && dst && rq, "calloc");
+    for (int round = 0; round < 3; round++) {
+        int nreq = 0;
+        for (int q = 0; q < world; q++) {
+            if (q == me)
+                continue;
+            src[q] = dev_pattern(len, me, (uint32_t)(q * 16 + round));
+            CHECK_RC(lite_gpu_mem_alloc(0, len, &dst[q]));
+            CHECK_RC(lite_irecv(ctx, q, 100 + (uint64_t)round, dst[q], len, &rq[nreq++]));
+        }
+        for (int q = 0; q < world; q++)
+            if (q != me)
+                CHECK_RC(lite_isend(ctx, q, 100 + (uint64_t)round, src[q], len, &rq[nreq++]));
+        for (int i = 0; i < nreq; i++)
+            CHECK_RC(lite_wait(ctx, rq[i], LITE_TIMEOUT_DEFAULT, NULL));
+        for (int q = 0; q < world; q++) {
+            if (q == me)
+                continue;
+            check_bytes(dst[q], true, len, q, (uint32_t)(me * 16 + round));
+            lite_gpu_mem_free(src[q]);
+            lite_gpu_mem_free(dst[q]);
+        }
+    }
+    /* A ring: each rank sends to the next and receives from the previous. */
+    int next = (me + 1) % world, prev = (me + world - 1) % world;
+    void *s = dev_pattern(len, me, 500), *d = NULL;
+    CHECK_RC(lite_gpu_mem_alloc(0, len, &d));
+    lite_request_t *r1, *r2;
+    CHECK_RC(lite_irecv(ctx, prev, 200, d, len, &r1));
+    CHECK_RC(lite_isend(ctx, next, 200, s, len, &r2));
+    CHECK_RC(lite_wait(ctx, r1, LITE_TIMEOUT_DEFAULT, NULL));
+    CHECK_RC(lite_wait(ctx, r2, LITE_TIMEOUT_DEFAULT, NULL));
+    check_bytes(d, true, len, prev, 500);
+    lite_gpu_mem_free(s);
+    lite_gpu_mem_free(d);
+    free(src);
+    free(dst);
+    free(rq);
+    CHECK_RC(lite_finalize(ctx));
+    printf("rank %d: device all-pairs and ring ok\n", me);
     return 0;
 }
 
@@ -319,6 +380,8 @@ int main(int argc, char **argv)
         return case_auto_skip();
     if (!strcmp(c, "device_p2p"))
         return case_device_p2p();
+    if (!strcmp(c, "device_ring"))
+        return case_device_ring();
     if (!strcmp(c, "device_rma"))
         return case_device_rma();
     if (!strcmp(c, "device_coll"))

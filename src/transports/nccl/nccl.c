@@ -128,9 +128,12 @@ static const char *nc_err(ncclResult_t r)
 
 /* ---- the instance ---- */
 
-/* Private channels on the inner tcp instance (the core's are below LITE_CHAN_COUNT). */
-#define CH_ENV  0x40 /* | the core's channel: a device payload's envelope, 8 bytes of length */
-#define CH_GO   0x50 /* leader -> follower: tag bit 0 "I send you one", bit 1 "send me one" */
+/* This backend's own messages on the inner tcp instance, told apart by flag bits the core never
+ * sets (its message flags are the rendezvous bit 0x01 and control types 1..31): the wire codec
+ * accepts only the core's channels, and every other header field is the core's. */
+#define F_ENV 0x80 /* a device payload's envelope: the core's header, 8 bytes of length */
+#define F_GO                                                                                       \
+    0x40 /* leader -> follower (channel CTRL): tag bit 0 "I send you one", bit 1 "send me one" */
 #define ENV_LEN 8
 
 enum op_kind { OP_HOST, OP_CTL };
@@ -530,6 +533,8 @@ static int post_group(struct lite_transport *t, int peer, struct nc_xfer *s, str
     g->s = s;
     g->r = r;
     g->posted_ns = now_ns();
+    nc_log(t, LITE_LOG_DEBUG, "group with rank %d: send %zu, receive %zu bytes: %s", peer,
+           s ? s->len : 0, r ? r->len : 0, nc_err(nr));
     if (t->g_tail)
         t->g_tail->next = g;
     else
@@ -559,7 +564,8 @@ static void lead(struct lite_transport *t, int peer, struct nc_xfer *s, struct n
 {
     struct nc_peer *p = &t->peers[peer];
     struct nc_op *o = op_get(t, OP_CTL, NULL);
-    struct lite_msg_hdr go = {.tag = (s ? 1u : 0u) | (r ? 2u : 0u), .channel = CH_GO};
+    struct lite_msg_hdr go = {
+        .tag = (s ? 1u : 0u) | (r ? 2u : 0u), .channel = LITE_CHAN_CTRL, .flags = F_GO};
     int rc = o ? lite_tcp_ops.msg_send(t->inner, peer, &go, NULL, o) : -ENOMEM;
     if (rc) {
         if (o)
@@ -584,7 +590,7 @@ static void try_lead(struct lite_transport *t)
 {
     if (!can_post(t) || t->g_head || t->go_head)
         return;
-    for (int i = 1; i < t->world; i++) {
+    for (int i = 1; i <= t->world; i++) { /* every rank once, the last one led last */
         int q = (t->rr + i) % t->world;
         if (q <= t->rank)
             continue;
@@ -640,6 +646,7 @@ static void follow(struct lite_transport *t)
 static int group_done(struct lite_transport *t, struct nc_group *g)
 {
     int peer = g->peer;
+    nc_log(t, LITE_LOG_DEBUG, "group with rank %d done", peer);
     if (g->s) {
         t->up->send_done(t->core, g->s->core_op, 0);
         xfer_free(t, g->s);
@@ -772,17 +779,17 @@ static int up_recv_begin(struct lite_core *core, int peer, const struct lite_msg
         rx->kind = RX_DROP;
         return 0;
     }
-    if ((hdr->channel & ~0x0fu) == CH_ENV && (hdr->channel & 0x0fu) < LITE_CHAN_COUNT &&
-        hdr->len == ENV_LEN) {
+    if ((hdr->flags & (F_ENV | F_GO)) == F_ENV && hdr->len == ENV_LEN) {
         rx->kind = RX_ENV;
         *dst = rx->env;
         return 0;
     }
-    if (hdr->channel == CH_GO && hdr->len == 0 && hdr->tag <= 3 && hdr->tag && peer < t->rank) {
+    if (hdr->flags == F_GO && hdr->channel == LITE_CHAN_CTRL && hdr->len == 0 && hdr->tag <= 3 &&
+        hdr->tag && peer < t->rank) {
         rx->kind = RX_GO;
         return 0;
     }
-    if (hdr->channel >= LITE_CHAN_COUNT) {
+    if (hdr->channel >= LITE_CHAN_COUNT || (hdr->flags & (F_ENV | F_GO))) {
         rx_close(t, rx);
         return -LITE_ERR_PROTOCOL;
     }
@@ -865,7 +872,7 @@ static void up_recv_end(struct lite_core *core, int peer, void *token)
         struct lite_msg_hdr h = rx->hdr;
         uint64_t len;
         memcpy(&len, rx->env, sizeof(len));
-        h.channel &= 0x0fu;
+        h.flags &= (uint8_t)~F_ENV;
         h.len = len;
         if (p->failed)
             break;
@@ -1230,7 +1237,7 @@ static int nccl_msg_send(struct lite_transport *t, int peer, const struct lite_m
         uint64_t len = hdr->len;
         memcpy(o->env, &len, ENV_LEN);
         struct lite_msg_hdr env = *hdr;
-        env.channel = (uint8_t)(CH_ENV | hdr->channel);
+        env.flags = (uint8_t)(hdr->flags | F_ENV);
         env.len = ENV_LEN;
         int rc = lite_tcp_ops.msg_send(t->inner, peer, &env, o->env, o);
         if (rc) {

@@ -1,0 +1,363 @@
+/*
+ * gpu_mp.c - device buffers through the library between processes sharing one GPU, under
+ * litetx-run (one process per rank, every rank on device 0). Exits 77 without a CUDA device.
+ *
+ *   gpu_mp check   p2p (blocking and not, 1 B .. 16 MiB), collectives on device buffers
+ *                  byte-identical to the same collectives on host buffers, and one-sided ops
+ *                  on LITE_MEM_CUDA regions where the transport registers device memory
+ *                  (elsewhere: the registration must be refused with -ENOSYS)
+ *   gpu_mp bench   16 MiB send/recv ping-pong, host buffers and device buffers interleaved,
+ *                  medians and their ratio (rank 0 prints one line per size)
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpu.h"
+#include "litetx/litetx.h"
+
+static int rank = -1;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__,        \
+                    #cond);                                                                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define OK(ctx, call)                                                                              \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        CHECK(rc_ == 0, "%s = %d (%s): %s", #call, rc_, lite_strerror(rc_), lite_last_error(ctx)); \
+    } while (0)
+
+static void *dev_alloc(size_t n)
+{
+    void *p = NULL;
+    CHECK(lite_gpu_mem_alloc(0, n, &p) == 0, "cuMemAlloc %zu", n);
+    return p;
+}
+
+static void to_dev(void *d, const void *h, size_t n)
+{
+    CHECK(lite_gpu_copy(d, h, n) == 0, "copy to device");
+}
+
+static void from_dev(void *h, const void *d, size_t n)
+{
+    CHECK(lite_gpu_copy(h, d, n) == 0, "copy from device");
+}
+
+static uint8_t pat(int src, uint32_t id, size_t i)
+{
+    uint64_t x = (uint64_t)src * 0x9E3779B1u ^ (uint64_t)id * 0xC2B2AE3Du ^ i * 0x27D4EB2Fu;
+    x ^= x >> 29;
+    return (uint8_t)(x ^ (x >> 8));
+}
+
+static void fill_pat(uint8_t *b, size_t n, int src, uint32_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = pat(src, id, i);
+}
+
+static void check_pat(const uint8_t *b, size_t n, int src, uint32_t id, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        CHECK(b[i] == pat(src, id, i), "%s: byte %zu of %zu wrong", what, i, n);
+}
+
+static void p2p(lite_ctx_t *ctx, int world)
+{
+    const size_t sizes[] = {1, 4096, (1u << 20) + 3, 16u << 20};
+    size_t max = 16u << 20;
+    uint8_t *h = malloc(max);
+    void *d = dev_alloc(max);
+    uint64_t tag = 1;
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++, tag++) {
+        size_t n = sizes[s];
+        int to = (rank + 1) % world, from = (rank + world - 1) % world;
+        /* blocking: send to the next rank, receive from the previous one (even ranks first) */
+        fill_pat(h, n, rank, (uint32_t)tag);
+        to_dev(d, h, n);
+        void *rd = dev_alloc(n);
+        size_t got = 0;
+        if (rank % 2 == 0) {
+            OK(ctx, lite_send(ctx, to, tag, d, n, LITE_TIMEOUT_DEFAULT));
+            OK(ctx, lite_recv(ctx, from, tag, rd, n, &got, LITE_TIMEOUT_DEFAULT));
+        } else {
+            OK(ctx, lite_recv(ctx, from, tag, rd, n, &got, LITE_TIMEOUT_DEFAULT));
+            OK(ctx, lite_send(ctx, to, tag, d, n, LITE_TIMEOUT_DEFAULT));
+        }
+        CHECK(got == n, "received %zu of %zu", got, n);
+        from_dev(h, rd, n);
+        check_pat(h, n, from, (uint32_t)tag, "device recv");
+        /* non-blocking, device receive posted before the device send */
+        tag++;
+        lite_request_t *rr, *sr;
+        OK(ctx, lite_irecv(ctx, from, tag, rd, n, &rr));
+        fill_pat(h, n, rank, (uint32_t)tag);
+        to_dev(d, h, n);
+        OK(ctx, lite_isend(ctx, to, tag, d, n, &sr));
+        lite_status_t st;
+        OK(ctx, lite_wait(ctx, sr, LITE_TIMEOUT_DEFAULT, NULL));
+        OK(ctx, lite_wait(ctx, rr, LITE_TIMEOUT_DEFAULT, &st));
+        CHECK(st.bytes == n, "irecv got %zu of %zu", st.bytes, n);
+        from_dev(h, rd, n);
+        check_pat(h, n, from, (uint32_t)tag, "device irecv");
+        lite_gpu_mem_free(rd);
+    }
+    lite_gpu_mem_free(d);
+    free(h);
+    if (rank == 0)
+        printf("p2p: device buffers 1 B .. 16 MiB, blocking and not: ok\n");
+}
+
+/* A collective on device buffers against the same collective on host buffers. */
+static void colls(lite_ctx_t *ctx, int world)
+{
+    const size_t count = (3u << 20) + 7; /* f32: 12 MiB, several staging segments */
+    size_t bytes = count * 4, all = bytes * (size_t)world;
+    uint8_t *hin = malloc(all), *hout = malloc(all), *back = malloc(all);
+    void *din = dev_alloc(all), *dout = dev_alloc(all);
+    for (int dt = 0; dt < 2; dt++) {
+        int dtype = dt ? LITE_BF16 : LITE_F32;
+        size_t es = dt ? 2 : 4, n = count, nb = n * es;
+        for (size_t i = 0; i < all; i++)
+            hin[i] = pat(rank, 7u + (uint32_t)dt, i) & 0x3F; /* finite, varied values */
+        to_dev(din, hin, all);
+        /* allreduce, out of place and in place */
+        OK(ctx, lite_allreduce(ctx, hin, hout, n, dtype, LITE_SUM, LITE_TIMEOUT_DEFAULT));
+        OK(ctx, lite_allreduce(ctx, din, dout, n, dtype, LITE_SUM, LITE_TIMEOUT_DEFAULT));
+        from_dev(back, dout, nb);
+        CHECK(memcmp(back, hout, nb) == 0, "allreduce %d: device result differs from host", dt);
+        OK(ctx, lite_allreduce(ctx, LITE_IN_PLACE, din, n, dtype, LITE_AVG, LITE_TIMEOUT_DEFAULT));
+        OK(ctx, lite_allreduce(ctx, LITE_IN_PLACE, hin, n, dtype, LITE_AVG, LITE_TIMEOUT_DEFAULT));
+        from_dev(back, din, nb);
+        CHECK(memcmp(back, hin, nb) == 0, "allreduce avg in place %d: differs from host", dt);
+        /* reduce_scatter of world blocks of n / world elements */
+        size_t rc = n / (size_t)world;
+        to_dev(din, hin, rc * es * (size_t)world);
+        OK(ctx, lite_reduce_scatter(ctx, hin, hout, rc, dtype, LITE_MAX, LITE_TIMEOUT_DEFAULT));
+        OK(ctx, lite_reduce_scatter(ctx, din, dout, rc, dtype, LITE_MAX, LITE_TIMEOUT_DEFAULT));
+        from_dev(back, dout, rc * es);
+        CHECK(memcmp(back, hout, rc * es) == 0, "reduce_scatter %d differs", dt);
+    }
+    /* bcast from the last rank, allgather, alltoall: bytes only */
+    size_t n = 1u << 20;
+    fill_pat(hin, n, rank, 11);
+    to_dev(din, hin, n);
+    OK(ctx, lite_bcast(ctx, din, n, LITE_U8, world - 1, LITE_TIMEOUT_DEFAULT));
+    from_dev(back, din, n);
+    check_pat(back, n, world - 1, 11, "bcast");
+    fill_pat(hin, n, rank, 12);
+    to_dev(din, hin, n);
+    OK(ctx, lite_allgather(ctx, din, dout, n, LITE_U8, LITE_TIMEOUT_DEFAULT));
+    from_dev(back, dout, n * (size_t)world);
+    for (int r = 0; r < world; r++)
+        check_pat(back + (size_t)r * n, n, r, 12, "allgather");
+    size_t blk = 1u << 18;
+    for (int p = 0; p < world; p++)
+        fill_pat(hin + (size_t)p * blk, blk, rank, 100u + (uint32_t)p);
+    to_dev(din, hin, blk * (size_t)world);
+    OK(ctx, lite_alltoall(ctx, din, dout, blk, LITE_U8, LITE_TIMEOUT_DEFAULT));
+    from_dev(back, dout, blk * (size_t)world);
+    for (int p = 0; p < world; p++)
+        check_pat(back + (size_t)p * blk, blk, p, 100u + (uint32_t)rank, "alltoall");
+    /* non-blocking collectives refuse device buffers with a clear error */
+    lite_request_t *req = NULL;
+    int rc = lite_iallreduce(ctx, din, dout, 16, LITE_F32, LITE_SUM, &req);
+    CHECK(rc == -ENOTSUP && strstr(lite_last_error(ctx), "device buffers"), "iallreduce: %d", rc);
+    lite_gpu_mem_free(din);
+    lite_gpu_mem_free(dout);
+    free(hin);
+    free(hout);
+    free(back);
+    if (rank == 0)
+        printf("collectives: device buffers give the host-buffer bytes (allreduce sum/avg, "
+               "reduce_scatter, bcast, allgather, alltoall): ok\n");
+}
+
+/* One-sided between device regions: write, write_imm, read, paged, scatter. */
+static void onesided(lite_ctx_t *ctx, int world)
+{
+    size_t len = 1u << 20;
+    void *d = dev_alloc(len), *src = dev_alloc(len);
+    lite_mr_t *mr = NULL, *smr = NULL;
+    int rc = lite_mr_reg(ctx, d, len, LITE_MEM_CUDA,
+                         LITE_ACCESS_REMOTE_WRITE | LITE_ACCESS_REMOTE_READ, &mr);
+    if (rc == -ENOSYS) {
+        if (rank == 0)
+            printf("one-sided: transport %s does not register device memory: refused with "
+                   "-ENOSYS (%s)\n",
+                   lite_transport_name(ctx), lite_last_error(ctx));
+        lite_gpu_mem_free(d);
+        lite_gpu_mem_free(src);
+        return;
+    }
+    OK(ctx, rc);
+    OK(ctx, lite_mr_reg(ctx, src, len, LITE_MEM_CUDA, 0, &smr));
+    lite_rdesc_t *descs = calloc((size_t)world, sizeof(*descs));
+    OK(ctx, lite_mr_exchange(ctx, mr, descs, LITE_TIMEOUT_DEFAULT));
+    uint8_t *h = malloc(len);
+    fill_pat(h, len, rank, 21);
+    to_dev(src, h, len);
+    int to = (rank + 1) % world, from = (rank + world - 1) % world;
+    lite_request_t *req;
+    size_t half = len / 2;
+    OK(ctx, lite_write(ctx, to, smr, 0, &descs[to], 0, half, &req));
+    OK(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
+    OK(ctx, lite_write_imm(ctx, to, smr, half, &descs[to], half, half, 77, &req));
+    OK(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
+    OK(ctx, lite_imm_wait(ctx, 77, 1, LITE_TIMEOUT_DEFAULT));
+    from_dev(h, d, len);
+    check_pat(h, len, from, 21, "write + write_imm into device memory");
+    OK(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
+    /* read it back from the next rank's region (holding this rank's pattern) */
+    void *rd = dev_alloc(len);
+    lite_mr_t *rmr = NULL;
+    OK(ctx, lite_mr_reg(ctx, rd, len, LITE_MEM_CUDA, 0, &rmr));
+    OK(ctx, lite_read(ctx, to, rmr, 0, &descs[to], 0, len, &req));
+    OK(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
+    from_dev(h, rd, len);
+    check_pat(h, len, rank, 21, "read from device memory");
+    OK(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
+    /* paged: 8 pages of 64 KiB, reversed */
+    uint32_t sp[8], dp[8];
+    for (uint32_t i = 0; i < 8; i++) {
+        sp[i] = i;
+        dp[i] = 7 - i;
+    }
+    fill_pat(h, len, rank, 22);
+    to_dev(src, h, len);
+    OK(ctx,
+       lite_write_paged(ctx, to, smr, sp, &descs[to], dp, 8, 65536, 78, LITE_WRITE_WITH_IMM, &req));
+    OK(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
+    OK(ctx, lite_imm_wait(ctx, 78, 8, LITE_TIMEOUT_DEFAULT));
+    from_dev(h, d, len);
+    uint8_t *want = malloc(len);
+    fill_pat(want, len, from, 22);
+    for (int i = 0; i < 8; i++)
+        CHECK(memcmp(h + (size_t)(7 - i) * 65536, want + (size_t)i * 65536, 65536) == 0,
+              "paged page %d", i);
+    OK(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
+    /* scatter: 4 KiB to every rank at offset rank * 4 KiB */
+    lite_scatter_entry_t *e = calloc((size_t)world, sizeof(*e));
+    for (int p = 0; p < world; p++)
+        e[p] = (lite_scatter_entry_t){.peer = p,
+                                      .local_off = 0,
+                                      .remote = &descs[p],
+                                      .remote_off = (size_t)rank * 4096,
+                                      .len = 4096,
+                                      .imm = 79,
+                                      .flags = LITE_WRITE_WITH_IMM};
+    OK(ctx, lite_write_scatter(ctx, smr, e, (size_t)world, &req));
+    OK(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
+    OK(ctx, lite_imm_wait(ctx, 79, (uint64_t)world, LITE_TIMEOUT_DEFAULT));
+    from_dev(h, d, (size_t)world * 4096);
+    for (int p = 0; p < world; p++) {
+        fill_pat(want, 4096, p, 22);
+        CHECK(memcmp(h + (size_t)p * 4096, want, 4096) == 0, "scatter from %d", p);
+    }
+    OK(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
+    OK(ctx, lite_mr_dereg(ctx, rmr));
+    OK(ctx, lite_mr_dereg(ctx, smr));
+    OK(ctx, lite_mr_dereg(ctx, mr));
+    lite_gpu_mem_free(rd);
+    lite_gpu_mem_free(d);
+    lite_gpu_mem_free(src);
+    free(e);
+    free(want);
+    free(h);
+    free(descs);
+    if (rank == 0)
+        printf("one-sided: write, write_imm, read, paged, scatter on device regions over %s: "
+               "ok\n",
+               lite_transport_name(ctx));
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One round trip of n bytes between ranks 0 and 1 from buf. */
+static double pingpong(lite_ctx_t *ctx, void *buf, size_t n, uint64_t tag)
+{
+    double t0 = now_s();
+    if (rank == 0) {
+        OK(ctx, lite_send(ctx, 1, tag, buf, n, LITE_TIMEOUT_DEFAULT));
+        OK(ctx, lite_recv(ctx, 1, tag, buf, n, NULL, LITE_TIMEOUT_DEFAULT));
+    } else if (rank == 1) {
+        OK(ctx, lite_recv(ctx, 0, tag, buf, n, NULL, LITE_TIMEOUT_DEFAULT));
+        OK(ctx, lite_send(ctx, 0, tag, buf, n, LITE_TIMEOUT_DEFAULT));
+    }
+    return now_s() - t0;
+}
+
+static void bench(lite_ctx_t *ctx)
+{
+    const size_t n = 16u << 20;
+    const int iters = 15;
+    void *h = malloc(n), *d = dev_alloc(n);
+    memset(h, 1, n);
+    CHECK(lite_gpu_memset(d, 1, n) == 0, "memset");
+    double th[15], td[15];
+    uint64_t tag = 1000;
+    pingpong(ctx, h, n, tag++); /* warm-up: connections, bounce buffers */
+    pingpong(ctx, d, n, tag++);
+    for (int i = 0; i < iters; i++) { /* interleaved */
+        th[i] = pingpong(ctx, h, n, tag++);
+        td[i] = pingpong(ctx, d, n, tag++);
+    }
+    qsort(th, iters, sizeof(double), cmp_d);
+    qsort(td, iters, sizeof(double), cmp_d);
+    double mh = th[iters / 2], md = td[iters / 2];
+    if (rank == 0)
+        printf("bench %s send/recv 16 MiB round trip, median of %d: host %.3f ms (%.2f GB/s), "
+               "device %.3f ms (%.2f GB/s), device/host throughput %.2fx\n",
+               lite_transport_name(ctx), iters, mh * 1e3, 2.0 * (double)n / mh / 1e9, md * 1e3,
+               2.0 * (double)n / md / 1e9, mh / md);
+    free(h);
+    lite_gpu_mem_free(d);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "check";
+    char why[256];
+    if (lite_gpu_available(why, sizeof(why)) != 0) {
+        printf("SKIPPED: %s\n", why);
+        return 77;
+    }
+    lite_config_t cfg = lite_config_default();
+    lite_ctx_t *ctx = NULL;
+    int rc = lite_init(&cfg, &ctx);
+    CHECK(rc == 0, "lite_init: %s", lite_init_error());
+    rank = lite_rank(ctx);
+    int world = lite_world_size(ctx);
+    if (strcmp(mode, "bench") == 0) {
+        bench(ctx);
+    } else {
+        p2p(ctx, world);
+        colls(ctx, world);
+        onesided(ctx, world);
+    }
+    OK(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
+    OK(ctx, lite_finalize(ctx));
+    return 0;
+}

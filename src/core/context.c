@@ -108,8 +108,8 @@ static long job_cpus(void)
 static bool default_yield(void)
 {
     const char *v = getenv("LITETX_YIELD");
-    if (v && (!strcmp(v, "0") || !strcmp(v, "1")))
-        return *v == '1';
+    if (v && *v)
+        return lite_env_long("LITETX_YIELD", 0, 1, 0) == 1; /* anything else fails lite_init */
     long local = local_ranks(), cpus = job_cpus();
     if (local > 0 && local > cpus) {
         LITE_INFO("%ld ranks on this host's %ld CPUs: polling waits yield the CPU", local, cpus);
@@ -176,6 +176,7 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     struct lite_ctx *ctx = calloc(1, sizeof(*ctx));
     if (!ctx)
         return -ENOMEM;
+    lite_env_error_reset();
     int rc = lite_settings_resolve(cfg, env_lookup, NULL, &ctx->s, why, sizeof(why));
     if (rc) {
         free(ctx);
@@ -193,6 +194,11 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     ctx->spin_ns = default_spin_ns(ctx->s.world_size);
     ctx->yield_polls = default_yield();
     ctx->spin_pause = default_spin_pause();
+    lite_imm_setup(ctx);
+    /* A tuning variable that does not parse fails the start, as a bad key does (one policy for
+     * every LITETX_* variable); the backend's are checked once it has opened. */
+    if (lite_env_error()[0])
+        return init_fail(ctx, -LITE_ERR_CONFIG, lite_env_error());
     ctx->peers = calloc((size_t)ctx->s.world_size, sizeof(struct lite_peer));
     if (!ctx->peers)
         return init_fail(ctx, -ENOMEM, "out of memory");
@@ -257,6 +263,10 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
         lite_fmt(why, sizeof(why), "transport %s failed to open: %s", ctx->ops.name,
                  lite_strerror(rc));
         return init_fail(ctx, rc, why);
+    }
+    if (lite_env_error()[0]) {
+        lite_bootstrap_close(bs);
+        return init_fail(ctx, -LITE_ERR_CONFIG, lite_env_error());
     }
 
     uint8_t blob[LITE_BOOT_BLOB_MAX];

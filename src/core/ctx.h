@@ -293,6 +293,7 @@ void lite_mr_target_done(struct lite_core *core, void *token);
 void lite_mr_close(struct lite_ctx *ctx); /* before the transport closes */
 void lite_mr_fini(struct lite_ctx *ctx);  /* after */
 void lite_imm_arrived(struct lite_core *core, int peer, uint32_t imm);
+void lite_imm_setup(struct lite_ctx *ctx); /* reads LITETX_IMM_COUNTERS */
 void lite_imm_fini(struct lite_ctx *ctx);
 /* Parse a remote descriptor for an op with `peer`: checks version, checksum, transport, owner. */
 struct lite_rdesc_info {

@@ -103,6 +103,11 @@ void lite_imm_arrived(struct lite_core *core, int peer, uint32_t imm)
     x->count++;
 }
 
+void lite_imm_setup(struct lite_ctx *ctx)
+{
+    ctx->imm.max = max_counters(); /* at init, so a bad LITETX_IMM_COUNTERS fails lite_init */
+}
+
 void lite_imm_fini(struct lite_ctx *ctx)
 {
     free(ctx->imm.e);

@@ -66,8 +66,13 @@ int64_t lite_now_ns(void); /* CLOCK_MONOTONIC */
 /* CPUs in a kernel cpulist such as "0-3,8,10-11\n" (cpuset files), or 0 if it does not parse. */
 long lite_cpulist_count(const char *s);
 /* A tuning variable of the environment: an integer in lo..hi, else dflt (unset or empty), or
- * dflt with a warning naming the variable (anything else: "12x", "0x1", out of range). */
+ * dflt with the variable recorded as invalid (anything else: "12x", "0x1", out of range), which
+ * makes lite_init fail naming it. */
 long lite_env_long(const char *name, long lo, long hi, long dflt);
+/* lite_env_long's verdict: "" or the first invalid variable this thread read since the reset
+ * ("LITETX_SPIN_US=\"abc\": must be an integer in 0..10000000"). lite_init fails with it. */
+void lite_env_error_reset(void);
+const char *lite_env_error(void);
 /* Make room for `more` file descriptors beyond those open now: raises the soft RLIMIT_NOFILE
  * towards the hard one when needed. 0, or -EMFILE with the limit and the count needed in why. */
 int lite_fd_reserve(long more, char *why, size_t why_len);

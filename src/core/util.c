@@ -69,6 +69,21 @@ long lite_cpulist_count(const char *s)
     return n;
 }
 
+/* The first invalid tuning variable this thread read since lite_env_error_reset(): lite_init
+ * resets it, lets the core and the backend read theirs, and fails naming it. Per thread, since
+ * contexts are started on several threads at once (ranks as threads). */
+static _Thread_local char env_error[256];
+
+void lite_env_error_reset(void)
+{
+    env_error[0] = 0;
+}
+
+const char *lite_env_error(void)
+{
+    return env_error;
+}
+
 long lite_env_long(const char *name, long lo, long hi, long dflt)
 {
     const char *v = getenv(name);
@@ -82,8 +97,9 @@ long lite_env_long(const char *name, long lo, long hi, long dflt)
                   ((v[0] == '-' || v[0] == '+') && isdigit((unsigned char)v[1]));
     if (digits && *end == 0 && errno == 0 && n >= lo && n <= hi)
         return n;
-    LITE_WARN("%s=\"%s\" ignored: must be an integer in %ld..%ld; using %ld", name, v, lo, hi,
-              dflt);
+    if (!env_error[0])
+        lite_fmt(env_error, sizeof(env_error), "%s=\"%s\": must be an integer in %ld..%ld", name, v,
+                 lo, hi);
     return dflt;
 }
 

@@ -2,14 +2,21 @@
  * test_tunables.c - the table of LITETX_* variables: lookups over the core's and the compiled-in
  * backends' entries, the closest-name suggestion, and the warning for unknown variables.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "litetx/litetx.h"
 #include "lite_int.h"
 #include "tunables.h"
 
@@ -54,12 +61,54 @@ static void test_warn_unknown(void **state)
     assert_int_equal(lite_tunables_warn_unknown(NULL, 0), 0);
 }
 
+/* lite_init with one rank and `var`=`value` set: its return code (the context finalized). */
+static int init_with(const char *var, const char *value)
+{
+    setenv(var, value, 1);
+    lite_config_t cfg = lite_config_default();
+    cfg.rank = 0;
+    cfg.world_size = 1;
+    cfg.transport = "tcp";
+    char root[64];
+    int fd = socket(AF_INET, SOCK_STREAM, 0); /* a port free now, for the bootstrap */
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    assert_true(fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
+                !getsockname(fd, (struct sockaddr *)&sa, &len));
+    close(fd);
+    snprintf(root, sizeof(root), "127.0.0.1:%d", ntohs(sa.sin_port));
+    cfg.root = root;
+    cfg.init_timeout_ms = 10000;
+    lite_ctx_t *ctx = NULL;
+    int rc = lite_init(&cfg, &ctx);
+    unsetenv(var);
+    if (!rc)
+        assert_int_equal(lite_finalize(ctx), 0);
+    return rc;
+}
+
+static void test_init_refuses_bad_tuning(void **state)
+{
+    /* one policy for every variable: a value that does not parse fails lite_init, naming it */
+    const char *cases[][2] = {{"LITETX_SPIN_US", "abc"},
+                              {"LITETX_SPIN_PAUSE_NS", "5000"},
+                              {"LITETX_IMM_COUNTERS", "0"},
+                              {"LITETX_YIELD", "yes"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(init_with(cases[i][0], cases[i][1]), -LITE_ERR_CONFIG);
+        assert_non_null(strstr(lite_init_error(), cases[i][0]));
+    }
+    /* and a good one starts */
+    assert_int_equal(init_with("LITETX_SPIN_US", "50"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_find),
         cmocka_unit_test(test_closest),
         cmocka_unit_test(test_warn_unknown),
+        cmocka_unit_test(test_init_refuses_bad_tuning),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -162,6 +162,7 @@ static void test_waiter_spin_then_sleep(void **state)
 
 static long env_with(const char *value)
 {
+    lite_env_error_reset();
     if (value)
         setenv("LITETX_TEST_TUNING", value, 1);
     else
@@ -177,14 +178,21 @@ static void test_env_long(void **state)
     assert_int_equal(env_with("0"), 0);
     assert_int_equal(env_with("64"), 64);
     assert_int_equal(env_with("+3"), 3);
-    /* refused, with a warning: the default stays */
-    assert_int_equal(env_with("65"), 7);
-    assert_int_equal(env_with("-1"), 7);
-    assert_int_equal(env_with("12x"), 7);
-    assert_int_equal(env_with(" 3"), 7);
-    assert_int_equal(env_with("0x1"), 7);
-    assert_int_equal(env_with("1.5"), 7);
-    assert_int_equal(env_with("99999999999999999999"), 7);
+    assert_string_equal(lite_env_error(), "");
+    /* refused: the default stays, and the variable is recorded for lite_init to fail on */
+    const char *bad[] = {"65", "-1", "12x", " 3", "0x1", "1.5", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(env_with(bad[i]), 7);
+        assert_non_null(strstr(lite_env_error(), "LITETX_TEST_TUNING="));
+        assert_non_null(strstr(lite_env_error(), "0..64"));
+    }
+    /* the first bad one is what is reported */
+    env_with("abc");
+    setenv("LITETX_TEST_TUNING", "def", 1);
+    lite_env_long("LITETX_TEST_TUNING", 0, 64, 7);
+    assert_non_null(strstr(lite_env_error(), "\"abc\""));
+    lite_env_error_reset();
+    assert_string_equal(lite_env_error(), "");
     unsetenv("LITETX_TEST_TUNING");
 }
 

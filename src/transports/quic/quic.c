@@ -1340,9 +1340,19 @@ static void quic_close(struct lite_transport *t)
         if (c && !c->dead && c->conn)
             conn_close_error(c, APP_BYE, 0, "bye");
     }
-    for (uint32_t i = 0; i < t->nslots; i++)
-        if (t->slots[i])
-            conn_free(t->slots[i]);
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        struct qconn *c = t->slots[i];
+        if (c && c->conn && c->peer >= 0) {
+            ngtcp2_conn_stat cs;
+            ngtcp2_conn_get_conn_stat(c->conn, &cs);
+            LITE_DEBUG("quic rank %d: rank %d: srtt %.3f ms, cwnd %llu, ssthresh %llu (below "
+                       "the maximum: a loss was seen), %llu bytes acknowledged",
+                       t->rank, c->peer, cs.smoothed_rtt / 1e6, (unsigned long long)cs.cwnd,
+                       (unsigned long long)cs.ssthresh, (unsigned long long)c->acked_end);
+        }
+        if (c)
+            conn_free(c);
+    }
     if (t->dropped)
         LITE_INFO("quic rank %d: %llu datagrams matched no connection and were dropped", t->rank,
                   (unsigned long long)t->dropped);
@@ -1469,6 +1479,20 @@ static int quic_progress(struct lite_transport *t, int timeout_ms)
     return pass(t, timeout_ms);
 }
 
+static const struct lite_tunable quic_tunables[] = {
+    {"LITETX_QUIC_PORT_BASE", "any free port", "rank r binds UDP port base + r"},
+    {"LITETX_QUIC_ADVERTISE_BASE", "the bound address",
+     "publish 127.0.0.1:(base + r) instead (a relay there forwards; tests)"},
+    {"LITETX_QUIC_GSO", "1", "0: no UDP GSO/GRO even where the kernel has them"},
+    {"LITETX_QUIC_IDLE_MS", "30000",
+     "a peer silent this long is lost; also the longest gap between progress calls"},
+    {"LITETX_QUIC_UDP_PAYLOAD", "65507 on loopback, 1452 otherwise",
+     "largest UDP payload sent (bytes, 1200 .. 65527)"},
+    {"LITETX_QUIC_CC", "cubic", "congestion control: cubic, reno, bbr or bbr2"},
+    {"LITETX_QUIC_WINDOW", "4194304", "flow-control window of a stream (bytes)"},
+    {NULL, NULL, NULL},
+};
+
 const struct lite_transport_ops lite_quic_ops = {
     .size = sizeof(struct lite_transport_ops),
     .abi_version = LITE_TRANSPORT_ABI_VERSION,
@@ -1482,4 +1506,5 @@ const struct lite_transport_ops lite_quic_ops = {
     .msg_send = quic_msg_send,
     .progress = quic_progress,
     .msg_inject = quic_msg_inject,
+    .tunables = quic_tunables,
 };

@@ -1283,7 +1283,9 @@ const struct lite_transport_ops lite_nccl_ops = {
     .size = sizeof(struct lite_transport_ops),
     .abi_version = LITE_TRANSPORT_ABI_VERSION,
     .name = "nccl",
-    .caps = LITE_CAP_DEVICE_MEM, /* one-sided ops: emulated by the core over msg_send */
+    /* Device buffers as they are, in messages and registrations; one-sided ops are emulated by
+     * the core over msg_send. */
+    .caps = LITE_CAP_DEVICE_MEM | LITE_CAP_DEVICE_MSG,
     .probe = nccl_probe,
     .open = nccl_open,
     .close = nccl_close,

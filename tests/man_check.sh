@@ -10,7 +10,8 @@
 #   - no page lists a lite_* function the header does not declare (a removed or renamed call);
 #   - every LITE_* constant of the header is named in some page, and every lite_config_t field
 #     in lite_init.3;
-#   - every program of tools/*.c has man/man1/<program>.1;
+#   - every program of tools/*.c has man/man1/<program>.1 describing each of its options, and
+#     litetx-info.1 each capability name the tool prints;
 #   - every page's .TH names the version of the header's LITE_VERSION_* macros;
 #   - groff formats every page with all warnings on (-ww) and prints nothing.
 # The coverage checks need only a shell; the formatting check needs groff (Debian: groff-base)
@@ -102,8 +103,23 @@ done
 for t in tools/*.c; do
     [ -f "$t" ] || continue
     prog=$(basename "$t" .c)
-    [ -f "man/man1/$prog.1" ] || fail "tools/$prog.c: no man/man1/$prog.1"
+    page=man/man1/$prog.1
+    if [ ! -f "$page" ]; then
+        fail "tools/$prog.c: no $page"
+        continue
+    fi
+    # Its options (string literals "-x" / "--name" in the source), written \- in roff.
+    for o in $(grep -oE '"--?[a-z][a-z-]*"' "$t" | tr -d '"' | sort -u); do
+        grep -qF -- "${o//-/\\-}" "$page" || fail "$page: option $o of tools/$prog.c not described"
+    done
 done
+# The capability names litetx-info prints.
+if [ -f tools/litetx-info.c ] && [ -f man/man1/litetx-info.1 ]; then
+    for c in $(sed -nE 's/.*\{LITE_CAP_[A-Z_]+, "([a-z_]+)"\}.*/\1/p' tools/litetx-info.c); do
+        grep -qw -- "$c" man/man1/litetx-info.1 ||
+            fail "man/man1/litetx-info.1: capability $c (tools/litetx-info.c) not described"
+    done
+fi
 
 ver=$(sed -nE 's/^#define LITE_VERSION_(MAJOR|MINOR|PATCH) ([0-9]+).*/\2/p' "$HDR" | paste -sd.)
 all=("${pages[@]}")

@@ -8,7 +8,8 @@
  * come from the address it knows rank j by, and its answer takes the same path back.
  * Datagrams from any other address are counted as strays and dropped.
  *
- *   relay -n RANKS -p P -a A [-t SECONDS] [-s SEED] [-w SKIP] [-d PCT] [-b N@PCT] [-r K@PCT]
+ *   relay -n RANKS -p P -a A [-t SECONDS] [-s SEED] [-w SKIP] [-l LAST] [-d PCT] [-b N@PCT] [-r
+ * K@PCT]
  *         [-u PCT] [-c PCT] [-k MS[@AT_MS]] [-o STATS_FILE]
  *
  *   -d PCT     drop each datagram with probability PCT %
@@ -21,6 +22,7 @@
  *   -k MS[@AT] blackhole: forward nothing for MS ms (0: for ever), starting AT ms after the relay
  *              started, or on SIGUSR1 when no @AT is given
  *   -w SKIP    leave each flow's first SKIP datagrams alone (a handshake without impairment)
+ *   -l LAST    impair only each flow's first LAST datagrams (loss during the handshake only)
  *   -t SECONDS exit after this long (default 60); SIGTERM or SIGINT exit at once
  *   -o FILE    also write the counters there at exit
  *
@@ -70,8 +72,8 @@ static struct {
     int n, port_base, adv_base;
     double drop, burst_pct, reorder_pct, dup, corrupt;
     int burst_len, reorder_k;
-    long bh_ms, bh_at; /* blackhole length (0: for ever) and start (-1: on SIGUSR1) */
-    uint64_t skip;
+    long bh_ms, bh_at;   /* blackhole length (0: for ever) and start (-1: on SIGUSR1) */
+    uint64_t skip, last; /* impaired: datagrams skip+1 .. last of each flow (last 0: no end) */
     int fds[MAX_RANKS];
     struct flow flows[MAX_RANKS][MAX_RANKS];
     uint64_t t0;
@@ -120,9 +122,10 @@ static void die(const char *what)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: relay -n RANKS -p PORT_BASE -a ADVERTISE_BASE [-t SECONDS] [-s SEED] "
-                    "[-w SKIP] [-d PCT] [-b N@PCT] [-r K@PCT] [-u PCT] [-c PCT] [-k MS[@AT_MS]] "
-                    "[-o FILE]\n");
+    fprintf(stderr,
+            "usage: relay -n RANKS -p PORT_BASE -a ADVERTISE_BASE [-t SECONDS] [-s SEED] "
+            "[-w SKIP] [-l LAST] [-d PCT] [-b N@PCT] [-r K@PCT] [-u PCT] [-c PCT] [-k MS[@AT_MS]] "
+            "[-o FILE]\n");
     exit(2);
 }
 
@@ -206,7 +209,7 @@ static void relay_one(int src, int dst, uint8_t *buf, size_t len, uint64_t now)
         R.blackholed++;
         return;
     }
-    int impair = f->count > R.skip;
+    int impair = f->count > R.skip && (!R.last || f->count <= R.last);
     /* Every coin is thrown for every datagram, impaired or not, so one impairment's choice does
      * not shift the others' random streams. */
     int c_drop = coin(f, R.drop), c_burst = coin(f, R.burst_pct),
@@ -280,7 +283,7 @@ int main(int argc, char **argv)
     R.bh_ms = -1;
     R.bh_at = -1;
     int opt;
-    while ((opt = getopt(argc, argv, "n:p:a:t:s:w:d:b:r:u:c:k:o:")) != -1) {
+    while ((opt = getopt(argc, argv, "n:p:a:t:s:w:l:d:b:r:u:c:k:o:")) != -1) {
         switch (opt) {
         case 'n':
             R.n = atoi(optarg);
@@ -299,6 +302,9 @@ int main(int argc, char **argv)
             break;
         case 'w':
             R.skip = strtoull(optarg, NULL, 0);
+            break;
+        case 'l':
+            R.last = strtoull(optarg, NULL, 0);
             break;
         case 'd':
             R.drop = parse_pct(optarg);

@@ -271,6 +271,9 @@ int main(int argc, char **argv)
     run_case("skip", (char *[]){"-w", "1000", "-d", "100", NULL}, &r, &c);
     CHECK(r.distinct == 1000 && c.dropped == COUNT - 1000u, "skip: received %d", r.distinct);
 
+    run_case("last", (char *[]){"-l", "1000", "-d", "100", NULL}, &r, &c);
+    CHECK(r.distinct == COUNT - 1000 && c.dropped == 1001u, "last: received %d", r.distinct);
+
     /* A blackhole from the start, for ever: nothing passes, every datagram is counted. */
     run_case("blackhole", (char *[]){"-k", "0@0", NULL}, &r, &c);
     CHECK(r.got == 0 && c.blackholed == COUNT + 1u && !r.answered, "blackhole passed %d", r.got);

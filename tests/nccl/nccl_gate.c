@@ -6,6 +6,7 @@
  * Otherwise gives the rank its own NCCL_HOSTID (unless one is set) and execs the program: NCCL
  * refuses two ranks on one GPU of one host, and different host ids make it treat the ranks as
  * separate hosts talking over its socket transport, so two ranks can share one GPU in tests.
+ * NCCL's sockets stay on loopback (NCCL_SOCKET_IFNAME=lo, NCCL_IB_DISABLE=1, unless set).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,9 @@ int main(int argc, char **argv)
         snprintf(id, sizeof(id), "litetx-test-rank%s", rank);
         setenv("NCCL_HOSTID", id, 1);
     }
+    /* Ranks of a test share one host: NCCL's sockets on loopback, no InfiniBand probing. */
+    setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+    setenv("NCCL_IB_DISABLE", "1", 0);
     execv(argv[1], argv + 1);
     perror(argv[1]);
     return 127;

@@ -20,6 +20,7 @@ endif()
 
 if(LITE_HAVE_CUDA_KERNELS)
   file(GLOB LITE_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cuda/*.cu)
+  file(GLOB LITE_CUDA_HEADERS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cuda/*.cuh)
   # Bit-identity with the CPU path: no FMA contraction, denormals kept, IEEE division; the
   # kernels also use the _rn intrinsics, and check_ptx.cmake refuses a PTX with fma/.ftz/approx.
   set(LITE_NVCC_FLAGS -std=c++17 -O3 -fmad=false -ftz=false -prec-div=true -prec-sqrt=true
@@ -38,13 +39,13 @@ if(LITE_HAVE_CUDA_KERNELS)
     COMMAND ${LITE_NVCC} ${LITE_NVCC_FLAGS} -arch=compute_${first} -ptx -o ${ptx}
             ${LITE_CUDA_SOURCES}
     COMMAND ${CMAKE_COMMAND} -DPTX=${ptx} -P ${PROJECT_SOURCE_DIR}/cmake/check_ptx.cmake
-    DEPENDS ${LITE_CUDA_SOURCES} ${PROJECT_SOURCE_DIR}/cmake/check_ptx.cmake
+    DEPENDS ${LITE_CUDA_SOURCES} ${LITE_CUDA_HEADERS} ${PROJECT_SOURCE_DIR}/cmake/check_ptx.cmake
     COMMENT "nvcc: PTX of the reduction kernels, checked for fma/.ftz/approx" VERBATIM)
   add_custom_command(OUTPUT ${fatbin}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/cuda
     COMMAND ${LITE_NVCC} ${LITE_NVCC_FLAGS} ${gencode} --fatbin -Xfatbin -compress-all
             -o ${fatbin} ${LITE_CUDA_SOURCES}
-    DEPENDS ${LITE_CUDA_SOURCES} ${ptx}
+    DEPENDS ${LITE_CUDA_SOURCES} ${LITE_CUDA_HEADERS} ${ptx}
     COMMENT "nvcc: fatbin of the reduction kernels" VERBATIM)
   add_custom_target(litetx_cuda_kernels DEPENDS ${fatbin} ${ptx})
   set(embed ${PROJECT_SOURCE_DIR}/src/cuda/fatbin.c)

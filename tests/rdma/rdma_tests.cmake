@@ -27,7 +27,7 @@ configure_file(${PROJECT_SOURCE_DIR}/tests/mp/kill_soak.sh ${LITE_RDMA_TESTS_BIN
 
 add_test(NAME rdma.vm_suite
   COMMAND ${LITE_RDMA_TESTS}/run_vm_suite.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-set_tests_properties(rdma.vm_suite PROPERTIES TIMEOUT 900 LABELS "rdma;vm" SKIP_RETURN_CODE 77
+set_tests_properties(rdma.vm_suite PROPERTIES TIMEOUT 1080 LABELS "rdma;vm" SKIP_RETURN_CODE 77
   RUN_SERIAL TRUE)
 if(LITE_SANITIZE)
   # Sanitized binaries run several times slower under TCG: the shorter case list, no perf.

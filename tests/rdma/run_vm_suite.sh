@@ -9,7 +9,9 @@
 # libibverbs-built tests). Environment: RXE_VM_TOOLS, RXE_VM_DIR (image), RDMA_SUITE_QUICK=1
 # (fewer cases), RDMA_SUITE_ONLY=perf (only the perftest comparison, 5 rounds),
 # RDMA_SUITE_ONLY=kill_soak (only the kill-a-peer soak, RDMA_KILL_TRIALS trials, default 30),
-# RDMA_PERF_ROUNDS (default 1 in the full run), RDMA_VM_TIMEOUT (seconds, default 840).
+# RDMA_SUITE_ONLY=cm (the cases with LITETX_RDMA_CM=1), RDMA_PERF_CM=1 (perf: also rdma_cm),
+# RDMA_PERF_BASE_LIB=DIR (perf: also another build's liblitetx.so, DIR inside BUILD_DIR),
+# RDMA_PERF_ROUNDS (default 1 in the full run), RDMA_VM_TIMEOUT (seconds, default 1000).
 set -uo pipefail
 BUILD=${1:?usage: run_vm_suite.sh BUILD_DIR [SOURCE_DIR]}
 SRC=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -43,10 +45,12 @@ c=$(command -v bash || true)
 LOG="$BUILD/tests/rdma/vm-console.log"
 cd "$BUILD"
 "$TOOLS/rxe-vm-run.sh" --image "$IMAGE" --share "$BUILD" --mem 2048 \
-    --timeout "${RDMA_VM_TIMEOUT:-840}" --log "$LOG" ${FILES[@]+"${FILES[@]}"} \
+    --timeout "${RDMA_VM_TIMEOUT:-1000}" --log "$LOG" ${FILES[@]+"${FILES[@]}"} \
     --env "RDMA_SUITE_QUICK=${RDMA_SUITE_QUICK:-0}" --env "RDMA_SUITE_ONLY=${RDMA_SUITE_ONLY:-}" \
     --env "RDMA_SCALE_NS=${RDMA_SCALE_NS:-4,8,16}" \
     --env "RDMA_SUITE_NO_PERF=${RDMA_SUITE_NO_PERF:-}" \
+    --env "RDMA_PERF_CM=${RDMA_PERF_CM:-}" --env "RDMA_PERF_BASE_LIB=${RDMA_PERF_BASE_LIB:-}" \
+    --env "RDMA_CM_KILL_TRIALS=${RDMA_CM_KILL_TRIALS:-}" \
     --env "RDMA_KILL_TRIALS=${RDMA_KILL_TRIALS:-}" --env "RDMA_KILL_SEED=${RDMA_KILL_SEED:-}" \
     --env "ASAN_OPTIONS=${ASAN_OPTIONS:-}" --env "UBSAN_OPTIONS=${UBSAN_OPTIONS:-}" \
     --env "RDMA_PERF_ROUNDS=${RDMA_PERF_ROUNDS:-$([ "${RDMA_SUITE_ONLY:-}" = perf ] && echo 5 || echo 1)}" \

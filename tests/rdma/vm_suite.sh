@@ -109,6 +109,25 @@ perf() {
         pt lat8.$round ib_write_lat -d rxe0 -x "$GIDX" -F -s 8 -n "$LAT"
         t perf.lat8.$round 2 60 -- "$B/tests/rdma/rdma_perf" lat "$LAT"
         t perf.lat8_imm.$round 2 60 -- "$B/tests/rdma/rdma_perf" lat "$LAT" imm
+        # Variants, each as liblitetx above: "cm" (RDMA_PERF_CM=1: the QPs connected through
+        # rdma_cm) and "base" (RDMA_PERF_BASE_LIB=DIR: another build's liblitetx.so, e.g. the
+        # commit before a change, loaded through LD_LIBRARY_PATH)
+        VARS=""
+        [ -n "${RDMA_PERF_CM:-}" ] && VARS="cm"
+        [ -n "${RDMA_PERF_BASE_LIB:-}" ] && VARS="$VARS base"
+        for v in $VARS; do
+            if [ $v = cm ]; then ve=LITETX_RDMA_CM=1; else ve=LD_LIBRARY_PATH=$RDMA_PERF_BASE_LIB; fi
+            t perf.$v.bw64k.$round 2 60 $ve -- "$B/tests/rdma/rdma_perf" bw 65536 "$BW64" 128
+            t perf.$v.bw1m.$round 2 60 $ve -- "$B/tests/rdma/rdma_perf" bw 1048576 "$BW1M" 128
+            t perf.$v.lat8.$round 2 60 $ve -- "$B/tests/rdma/rdma_perf" lat "$LAT"
+            t perf.$v.lat8_imm.$round 2 60 $ve -- "$B/tests/rdma/rdma_perf" lat "$LAT" imm
+            c64=$(sed -n 's/.*RDMA-PERF bw size=65536 .*gbps=\([0-9.]*\).*/\1/p' "$OUT/perf.$v.bw64k.$round.log")
+            c1m=$(sed -n 's/.*RDMA-PERF bw size=1048576 .*gbps=\([0-9.]*\).*/\1/p' "$OUT/perf.$v.bw1m.$round.log")
+            cl=$(sed -n 's/.*RDMA-PERF lat size=8 .*typical_us=\([0-9.]*\).*/\1/p' "$OUT/perf.$v.lat8.$round.log")
+            cli=$(sed -n 's/.*RDMA-PERF lat_imm size=8 .*typical_us=\([0-9.]*\).*/\1/p' "$OUT/perf.$v.lat8_imm.$round.log")
+            echo "RDMA-PERF-ROUND $round $v: bw64k=$c64 bw1m=$c1m lat8=$cl lat8_imm=$cli" | tee -a "$PERF"
+            echo "$round $c64 $c1m $cl $cli" >> "$OUT/perf.$v.vals"
+        done
         # perftest's data row: bytes iters ...; BW average is column 4, t_typical column 5
         p64=$(awk '$1=="65536" && NF>=4 {print $4; exit}' "$OUT/bw64k.$round.client")
         p1m=$(awk '$1=="1048576" && NF>=4 {print $4; exit}' "$OUT/bw1m.$round.client")
@@ -124,6 +143,10 @@ perf() {
         W64="$W64 $(ratio "$w64" "$p64")"; W1M="$W1M $(ratio "$w1m" "$p1m")"
         OW64="$OW64 $w64"; OW1M="$OW1M $w1m"
         RL="$RL $(ratio "$ol" "$pl")"; RLI="$RLI $(ratio "$oli" "$pl")"
+        for v in $VARS; do # the variant's ratios to perftest, this round
+            set -- $(awk -v r=$round '$1 == r' "$OUT/perf.$v.vals")
+            echo "$(ratio "$2" "$p64") $(ratio "$3" "$p1m") $(ratio "$4" "$pl") $(ratio "$5" "$pl")" >> "$OUT/perf.$v.ratios"
+        done
         P64="$P64 $p64"; P1M="$P1M $p1m"; PL="$PL $pl"
         O64="$O64 $o64"; O1M="$O1M $o1m"; OL="$OL $ol"; OLI="$OLI $oli"
     done
@@ -135,6 +158,9 @@ perf() {
         echo "RDMA-PERF-TABLE bw_1MiB_Gbps(perftest:write,ours:write) $(echo $P1M | med) $(echo $OW1M | med) $(echo $W1M | med)"
         echo "RDMA-PERF-TABLE write_lat_8B_typical_us $(echo $PL | med) $(echo $OL | med) $(echo $RL | med)"
         echo "RDMA-PERF-TABLE write_imm_lat_8B_typical_us $(echo $PL | med) $(echo $OLI | med) $(echo $RLI | med)"
+        for v in $VARS; do
+            echo "RDMA-PERF-TABLE variant $v median ratios to perftest: bw64k(write_imm) $(cut -d' ' -f1 "$OUT/perf.$v.ratios" | med) bw1m(write_imm) $(cut -d' ' -f2 "$OUT/perf.$v.ratios" | med) lat8 $(cut -d' ' -f3 "$OUT/perf.$v.ratios" | med) lat8_imm $(cut -d' ' -f4 "$OUT/perf.$v.ratios" | med)"
+        done
     } | tee -a "$PERF"
 }
 
@@ -174,6 +200,34 @@ kill_soak() {
     fi
 }
 
+# ---- a break: rank 1 forces its message QP into the error state after N SENDs (in the middle
+# of p2p_test's traffic). Both ranks must fail with the peer lost, naming the cause, well
+# before the op timeout (20 s): no op may wait for a QP that will never complete it. ----
+qp_error() { # qp_error NAME N [VAR=VAL ...]
+    name=$1 n=$2
+    shift 2
+    port=$((port + 1))
+    t0=$(now)
+    env LITETX_OP_TIMEOUT_MS=20000 "$@" timeout 60 "$RUN" -n 2 -t 40 -g 5 --root "$IP:$port" \
+        sh -c '[ "$LITETX_RANK" = 1 ] && export LITETX_RDMA_TEST_QP_ERROR='"$n"'; exec "$0"' \
+        "$MP/p2p_test" > "$OUT/$name.log" 2>&1
+    r=$?
+    d=$(awk "BEGIN{printf \"%.1f\", $(now) - $t0}")
+    why=""
+    [ $r -ne 0 ] || why="the job passed"
+    grep -q "forced into the error state" "$OUT/$name.log" || why="$why; the QP was not forced"
+    grep -q "rank 1.*Work Request Flushed\|flushed" "$OUT/$name.log" ||
+        why="$why; rank 1 did not report the flushed queue pair"
+    grep -qi "timed out\|ETIMEDOUT" "$OUT/$name.log" && why="$why; an op waited for its timeout"
+    awk "BEGIN{exit !($(now) - $t0 < 15)}" || why="$why; took ${d}s (bound 15 s)"
+    if [ -z "$why" ]; then
+        pass=$((pass + 1)); echo "RDMA-TEST $name PASS ${d}s ($(grep -m1 -o "lost.*" "$OUT/$name.log" | cut -c1-140))"
+    else
+        fail=$((fail + 1)); echo "RDMA-TEST $name FAIL(rc=$r) ${d}s:$why"
+        tail -n 15 "$OUT/$name.log" | sed 's/^/    | /'
+    fi
+}
+
 # ---- QPs connected through rdma_cm (LITETX_RDMA_CM=1): address, route, source GID, path MTU
 # and PSNs from the CM; the side channel still carries the per-pair data, re-arms and BYE ----
 second_rxe() { # rxe1 on a second dummy interface (192.0.3.1); 0 when it is there
@@ -190,12 +244,13 @@ cm_cases() {
     C=LITETX_RDMA_CM=1
     t cm.p2p.np2 2 120 $C -- "$MP/p2p_test"
     t cm.rma.np3 3 180 $C -- "$MP/rma_test"
-    t cm.fault.rank_exits 3 60 $C -- "$MP/fault_test" rank_exits
-    ROOT=127.0.0.1 t cm.loopback_bootstrap.p2p.np2 2 120 $C -- "$MP/p2p_test"
     # rank 1 without rdma_cm: refused at init, with the reason
     expect_fail cm.mixed "connect.* through rdma_cm and this rank" $C -- \
         sh -c '[ "$LITETX_RANK" = 1 ] && export LITETX_RDMA_CM=0; exec "$0"' "$MP/p2p_test"
+    qp_error cm.qp_error 40 $C
     if [ "${1:-}" = all ]; then
+        t cm.fault.rank_exits 3 60 $C -- "$MP/fault_test" rank_exits
+        ROOT=127.0.0.1 t cm.loopback_bootstrap.p2p.np2 2 120 $C -- "$MP/p2p_test"
         t cm.p2p.np3 3 150 $C -- "$MP/p2p_test"
         t cm.flow.flood 2 120 $C -- "$MP/flow_test"
         t cm.coll.basic.np3 3 200 $C -- "$MP/coll_test" basic
@@ -203,10 +258,10 @@ cm_cases() {
         if second_rxe; then
             t cm.rails2.two_devices.rma.np3 3 180 $C LITETX_RDMA_DEVICES=rxe0,rxe1 LITETX_RDMA_STRIPE_MIN=65536 -- "$MP/rma_test"
         fi
+        export LITETX_RDMA_CM=1
+        kill_soak cm.kill_soak "${RDMA_CM_KILL_TRIALS:-10}"
+        unset LITETX_RDMA_CM
     fi
-    export LITETX_RDMA_CM=1
-    kill_soak cm.kill_soak "${RDMA_CM_KILL_TRIALS:-10}"
-    unset LITETX_RDMA_CM
 }
 
 echo "rdma vm suite: $(ibv_devices | awk 'NR>2{print $1}' | tr '\n' ' ')on $IP (gid index $GIDX)"
@@ -220,6 +275,15 @@ fi
 
 if [ "${RDMA_SUITE_ONLY:-}" = kill_soak ]; then
     kill_soak
+    echo "rdma vm suite: $pass passed, $fail failed, $skip skipped"
+    [ $fail -eq 0 ]
+    exit
+fi
+
+if [ "${RDMA_SUITE_ONLY:-}" = qp_error ]; then
+    qp_error qp_error 40
+    qp_error qp_error.early 3
+    qp_error cm.qp_error 40 LITETX_RDMA_CM=1
     echo "rdma vm suite: $pass passed, $fail failed, $skip skipped"
     [ $fail -eq 0 ]
     exit
@@ -273,7 +337,9 @@ else
     skip=$((skip + 1)); echo "RDMA-TEST coll SKIP 0s (tests/mp/coll_test not built)"
 fi
 [ "$QUICK" = 1 ] || t p2p.np4 4 180 -- "$MP/p2p_test"
+qp_error qp_error 40
 kill_soak
+cm_cases # the short list: all of it with RDMA_SUITE_ONLY=cm
 
 # ---- GID choice: bootstrap over loopback (no interface match: the port's only IPv4 RoCE v2
 # GID), an explicit index, and an impossible one (must fail, listing the candidates) ----

@@ -139,9 +139,12 @@ static void on_wc(struct lite_transport *t, const struct ibv_wc *wc)
     uint32_t slot = WRID_SLOT(wc->wr_id);
     switch (WRID_TYPE(wc->wr_id)) {
     case WR_RECV_MSG:
+        /* A flush while the connection is up: the message QP went into the error state
+         * without an error completion of ours (forced, or an async error), so the messages
+         * posted on it are lost: the peer is, too. */
         if (ok)
             lite_rdma_msg_recv(t, c, slot, wc->byte_len);
-        else if (wc->status != IBV_WC_WR_FLUSH_ERR)
+        else
             wc_error(t, c, "a message from", wc->status);
         break;
     case WR_RECV_IMM:
@@ -166,7 +169,7 @@ static void on_wc(struct lite_transport *t, const struct ibv_wc *wc)
     case WR_FENCE:
         if (ok)
             lite_rdma_sq_retire(q, slot);
-        else if (wc->status != IBV_WC_WR_FLUSH_ERR)
+        else
             wc_error(t, c, "a message to", wc->status);
         break;
     case WR_RMA:
@@ -372,6 +375,7 @@ static int rdma_open(const struct lite_transport_params *p, struct lite_transpor
     t->timeout = (uint8_t)lite_rdma_env_u32("LITETX_RDMA_TIMEOUT", 14, 1, 31);
     t->reg_cache = lite_rdma_env_u32("LITETX_RDMA_REG_CACHE", 0, 0, 4096);
     t->post_budget = lite_rdma_env_u32("LITETX_RDMA_POST_BUDGET", RDMA_POST_BUDGET, 4096, 1u << 30);
+    t->test_qp_error = lite_rdma_env_u32("LITETX_RDMA_TEST_QP_ERROR", 0, 0, UINT32_MAX);
     t->budget = t->post_budget;
     t->epfd = epoll_create1(EPOLL_CLOEXEC);
     t->conns = calloc((size_t)t->world, sizeof(*t->conns));
@@ -569,6 +573,8 @@ static const struct lite_tunable rdma_tunables[] = {
     {"LITETX_RDMA_TIMEOUT", "14", "RC ACK timeout exponent (4.096 us x 2^n)"},
     {"LITETX_RDMA_RNR_RETRY", "0", "RNR retries (0: an RNR NAK is an error)"},
     {"LITETX_RDMA_CM", "0", "1: connect the queue pairs through librdmacm (rdma_cm)"},
+    {"LITETX_RDMA_TEST_QP_ERROR", "0",
+     "for testing: force the message QP into the error state after N SENDs"},
     {NULL, NULL, NULL},
 };
 

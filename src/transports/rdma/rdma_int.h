@@ -299,6 +299,11 @@ struct lite_transport {
     bool in_progress; /* inside progress, connect_all or close: failures are reported at once */
     bool fail_due;    /* some connection has a deferred failure (conn.fail_code) */
 
+    /* for tests: after this many SENDs, force the message QP they went on into the error state
+     * (LITETX_RDMA_TEST_QP_ERROR; 0: never) */
+    uint32_t test_qp_error;
+    uint64_t sends;
+
     /* rdma_cm (LITETX_RDMA_CM=1; rdma_cm.c) */
     bool use_cm;
     struct rdma_event_channel *cm_ch;

@@ -60,6 +60,13 @@ static bool post_frags(struct lite_transport *t, struct lite_rdma_conn *c, struc
             return false;
         }
         lite_rdma_window_take(&c->msg_win, 1);
+        if (t->test_qp_error && ++t->sends == t->test_qp_error) {
+            struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+            LITE_WARN("rdma rank %d: LITETX_RDMA_TEST_QP_ERROR=%u: the message queue pair to "
+                      "rank %d is forced into the error state (a test)",
+                      t->rank, t->test_qp_error, c->peer);
+            ibv_modify_qp(q->qp, &a, IBV_QP_STATE);
+        }
         m->started = true;
         m->done += n;
         t->budget = t->budget > h + n ? t->budget - (h + n) : 0;

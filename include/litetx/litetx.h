@@ -137,10 +137,14 @@ typedef struct lite_config {
     const char *security_key;  /* ca: its private key (PEM) */
     const char *security_ca;   /* ca: the CA certificate(s) (PEM) every rank's must chain to */
     const char *security_psk;  /* psk: a file holding the job's pre-shared key in hex */
+    /* A broken connection to a live peer is resumed for up to this long (ms), with every
+     * operation delivered exactly once; past it the peer is -LITE_ERR_PEER_LOST. 0: a break is
+     * final. -1 = unset (10000). Backends that cannot resume ignore it (docs/TCP.md). */
+    int reconnect_timeout_ms;
     /* Room to grow: lite_config_default() returns the struct by value, so its size must never
      * change (a program built against an older header would be written past its copy). New
      * fields take the place of reserved ones; lite_config_default() zeroes them. */
-    void *reserved[19];
+    void *reserved[18];
 } lite_config_t;
 
 /* sizeof(lite_config_t) on 64-bit targets, fixed for the life of the ABI. */

@@ -261,6 +261,9 @@ struct lite_transport_params {
     /* lite_config_t.op_timeout_ms (<= 0: none): the bound for a backend's own waits that no peer
      * message ends (a GPU kernel waiting for its partner), after which it gives up the op. */
     int op_timeout_ms;
+    /* lite_config_t.reconnect_timeout_ms: how long a backend that resumes broken connections
+     * tries before the peer is lost (0: a break is final). */
+    int reconnect_timeout_ms;
 };
 
 /* One environment variable a backend or the core reads (docs/CONFIG.md lists them all). */

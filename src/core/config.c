@@ -45,6 +45,7 @@
 #define DEFAULT_OP_TIMEOUT_MS   60000
 #define DEFAULT_CREDITS         64
 #define DEFAULT_RNDV_THRESHOLD  65536
+#define DEFAULT_RECONNECT_MS    10000
 
 /* The struct's "unset" value for the timeouts (LITE_TIMEOUT_INFINITE is a real value). */
 #define CFG_TIMEOUT_UNSET (-2)
@@ -70,6 +71,7 @@ LITE_API lite_config_t lite_config_default(void)
     c.config_file = NULL;
     c.credits = -1;
     c.rndv_threshold = -1;
+    c.reconnect_timeout_ms = -1;
     return c;
 }
 
@@ -276,8 +278,9 @@ static int sec_key(const char *key)
 /* What the JSON file said; each has_* is set only for a valid value. */
 struct file_vals {
     bool has_rank, has_world, has_root, has_transport, has_log, has_init_to, has_op_to;
-    bool has_credits, has_rndv;
+    bool has_credits, has_rndv, has_reconnect;
     int rank, world_size, log_level, init_timeout_ms, op_timeout_ms, credits, rndv_threshold;
+    int reconnect_timeout_ms;
     char root_host[LITE_HOST_MAX];
     uint16_t root_port;
     char transport[LITE_NAME_MAX];
@@ -367,6 +370,13 @@ static const struct int_key key_rndv = {
     .env = "LITETX_RNDV_THRESHOLD",
     .min = 64,
     .max = 1 << 30,
+};
+static const struct int_key key_reconnect = {
+    .name = "reconnect_timeout_ms",
+    .field = "lite_config_t.reconnect_timeout_ms",
+    .env = "LITETX_RECONNECT_TIMEOUT_MS",
+    .min = 0,
+    .max = 24 * 3600 * 1000,
 };
 
 /* Parse an integer from environment variable `var` for key k. */
@@ -596,6 +606,9 @@ static int file_key(struct resolver *r, const char *key, struct json_object *v)
     } else if (strcmp(key, "rndv_threshold") == 0) {
         rc = file_int(r, &key_rndv, v, &f->rndv_threshold);
         f->has_rndv = rc == 0;
+    } else if (strcmp(key, "reconnect_timeout_ms") == 0) {
+        rc = file_int(r, &key_reconnect, v, &f->reconnect_timeout_ms);
+        f->has_reconnect = rc == 0;
     } else if (strcmp(key, "root") == 0) {
         rc = file_string(r, key, v, &s);
         if (rc == 0 &&
@@ -914,6 +927,11 @@ int lite_settings_resolve(const lite_config_t *cfg, lite_getenv_fn getenv_fn, vo
     if (rc == 0)
         rc = resolve_int(&r, &key_rndv, cfg->rndv_threshold, -1, f->has_rndv, f->rndv_threshold,
                          DEFAULT_RNDV_THRESHOLD, &s.rndv_threshold, &ignored);
+    if (rc == 0) {
+        rc = resolve_int(&r, &key_reconnect, cfg->reconnect_timeout_ms, -1, f->has_reconnect,
+                         f->reconnect_timeout_ms, DEFAULT_RECONNECT_MS, &s.reconnect_timeout_ms,
+                         &ignored);
+    }
     if (rc == 0)
         rc = resolve_security(&r, cfg, &s);
     if (rc != 0) {

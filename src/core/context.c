@@ -255,6 +255,7 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
         .rndv_threshold = ctx->rndv_threshold,
         .crowded = ctx->yield_polls,
         .security = &ctx->s.sec,
+        .reconnect_timeout_ms = ctx->s.reconnect_timeout_ms,
         .op_timeout_ms = ctx->s.op_timeout_ms,
     };
     rc = ctx->ops.open(&params, &ctx->tp);

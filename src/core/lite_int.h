@@ -191,6 +191,7 @@ struct lite_settings {
     int credits;              /* eager slots granted to each peer */
     int rndv_threshold;       /* bytes from which messages go by rendezvous */
     struct lite_security sec; /* security.c: checked credentials (mode LITE_SEC_OFF: none) */
+    int reconnect_timeout_ms; /* resume a broken connection for this long; 0: a break is final */
 };
 
 /* Environment lookup, injectable so tests need not touch the process environment. */

@@ -45,6 +45,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
+#include <fcntl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -90,9 +92,17 @@ static inline const char *tcp_tls_error(void)
 /* TLS: payloads this large are decrypted straight into place (a record is at most 16 KiB, so
  * staging them would copy each byte twice); frames are gathered into records of TLS_TXBUF; a
  * payload of TLS_TX_DIRECT or more is encrypted from where it lies instead. */
-#define TLS_DIRECT_MIN 4096
-#define TLS_TXBUF      16384
-#define TLS_TX_DIRECT  8192
+/* Reconnection (docs/TCP.md "Reconnection"). */
+#define COPY_MAX          4096 /* a message or answer this small completes when written (copied) */
+#define ACK_EVERY         32   /* frames applied between cumulative acknowledgements */
+#define BACKOFF_MIN_MS    5
+#define BACKOFF_MAX_MS    500
+#define RECONNECT_DEFAULT 10000
+#define KEEPALIVE_S       1 /* TCP keepalive: idle and interval, seconds */
+#define KEEPALIVE_CNT     3
+#define TLS_DIRECT_MIN    4096
+#define TLS_TXBUF         16384
+#define TLS_TX_DIRECT     8192
 
 /* What happens when a frame has been written out completely. */
 enum tx_done {
@@ -108,7 +118,13 @@ struct tx_op {
     size_t len;  /* payload bytes */
     size_t done; /* bytes of hdr + payload written so far */
     uint8_t on_done;
-    void *op; /* the core's op or target token, per on_done */
+    uint8_t stream; /* reconnection: the stream (0 main, 1 bulk) a sequenced frame belongs to */
+    void *op;       /* the core's op or target token, per on_done */
+    /* Reconnection (see "links" below): the frame's sequence number on its stream (a FENCE
+     * takes the number of the frame it precedes); 0: not replayed (HELLO, ACK). */
+    uint64_t seq;
+    uint8_t *copy;                  /* the payload copied at completion (COPY_MAX), or NULL */
+    uint8_t inl[LITE_WIRE_HDR_LEN]; /* small copies live here */
 };
 
 enum rx_state { RX_HDR = 0, RX_PAYLOAD = 1 };
@@ -149,6 +165,7 @@ struct conn {
     int broken; /* a send failed outside progress: conn_fail at the next progress (the core
                  * hears of failures only from inside progress, transport.h) */
     char broken_why[96];
+    int broken_errno;
     struct tx_op *txq, *txq_tail;
     uint8_t *stage;
     size_t stage_size;
@@ -177,6 +194,12 @@ struct conn {
     struct rma_slot *slots;
     uint32_t nslots, *free_slots, nfree;
     char desc[64];
+    /* Reconnection: a payload was being placed when the connection broke; its frame comes
+     * again first and is placed from its start at the same place (same token, no new match). */
+    bool part;
+    uint8_t *rx_dst0;
+    uint64_t rx_len;
+    bool probe;     /* a connection this rank opened only to see whether the peer still listens */
     void *ssl;      /* the TLS session when security is on (moves with the socket in adopt) */
     bool tls_ok;    /* its handshake is done and the peer's rank checked */
     uint8_t *txbuf; /* TLS: small frames gathered into one record */
@@ -186,6 +209,28 @@ struct conn {
  * other stream's count named by the last FENCE sent on this one. */
 struct route {
     uint64_t sent[2], fenced[2];
+    /* The link (reconnection, docs/TCP.md "Reconnection"). The sequence number of a frame is
+     * its position in its stream (sent[s] after it was counted), across epochs; the peer's
+     * cumulative acknowledgement names how many it has applied. rtx[s]: frames of stream s
+     * not yet acknowledged, in order (written ones, then, while the link is down, the ones
+     * queued since). */
+    struct tx_op *rtx[2], *rtx_tail[2];
+    uint64_t acked[2];    /* the peer applied this many of our frames on stream s */
+    uint64_t ack_sent[2]; /* the applied counts of the peer's streams we last told it */
+    uint64_t peer_inc;    /* the peer's incarnation, from its address */
+    uint8_t state;        /* LINK_* */
+    bool ack_due;         /* a frame the peer waits on was applied: acknowledge at once */
+    uint32_t epoch;       /* connections of the link so far */
+    uint32_t attempts;    /* redials since the break */
+    uint64_t resumes;
+    int64_t down_ns, next_dial_ns, last_rx_ns, last_tx_ns;
+    char down_why[128];
+};
+
+enum link_state {
+    LINK_UP = 0,     /* frames flow (or the link is not resumable) */
+    LINK_DOWN = 1,   /* broken: the dialler redials; frames wait in rtx */
+    LINK_RESUME = 2, /* a new main connection: waiting for the peer's resume statement */
 };
 
 struct lite_transport {
@@ -227,6 +272,16 @@ struct lite_transport {
     int auth_err;          /* a peer this rank dialled failed authentication ... */
     char auth_why[160];    /* ... and why */
     char fail_why[160];    /* the last connection failure, for init's message */
+    /* Reconnection */
+    int reconnect_ms;     /* 0: a break is final */
+    uint64_t incarnation; /* random per context: a restarted process has another */
+    bool links_down;      /* some link is down or resuming */
+    bool links_ready;     /* init connected every pair: breaks from now on are resumed */
+    unsigned rng;
+    int64_t next_check_ns;
+    uint64_t rx_total;  /* test hook: bytes received on peers' connections */
+    uint64_t *break_at; /* LITETX_TEST_BREAK_AT: byte counts at which to break, ascending */
+    int nbreak, next_break;
 };
 
 static struct conn *conn_of(struct lite_transport *t, int role, int peer)
@@ -265,6 +320,10 @@ static struct tx_op *op_get(struct lite_transport *t)
 
 static void op_put(struct lite_transport *t, struct tx_op *o)
 {
+    if (o->copy && o->copy != o->inl)
+        free(o->copy);
+    o->copy = NULL;
+    o->seq = 0;
     o->next = t->free_ops;
     t->free_ops = o;
 }
@@ -313,6 +372,10 @@ static void drop_txq(struct lite_transport *t, struct conn *c, int code)
     c->txq_tail = NULL;
 }
 
+static void link_drop(struct lite_transport *t, int peer, int code);
+static void link_written(struct lite_transport *t, struct conn *c, struct tx_op *o);
+static void conn_lost(struct lite_transport *t, struct conn *c, int code, const char *why, int err);
+
 /* The connection is unusable: fail its queued sends and tell the core once. */
 static void conn_fail(struct lite_transport *t, struct conn *c, int code, const char *why)
 {
@@ -335,9 +398,14 @@ static void conn_fail(struct lite_transport *t, struct conn *c, int code, const 
         }
     }
     /* A payload being placed into a region keeps it registered: release it. */
-    if (c->rx_state == RX_PAYLOAD && c->rx_kind == RX_WRITE && c->token)
+    if ((c->rx_state == RX_PAYLOAD || c->part) && c->rx_kind == RX_WRITE && c->token)
         t->up->rma_target_done(t->core, c->token);
+    c->token = NULL;
+    c->part = false;
     c->rx_state = RX_HDR;
+    /* Frames kept for a replay end too (their ops, exactly once). */
+    if (c->peer >= 0 && c >= t->conns && c < t->conns + t->nconns)
+        link_drop(t, c->peer, code);
     c->paused = false;
     if (c->peer >= 0 && !t->closing)
         t->up->peer_failed(t->core, c->peer, code, why);
@@ -362,20 +430,25 @@ static inline void tx_advance(struct lite_transport *t, struct conn *c, size_t l
         c->txq = o->next;
         if (!c->txq)
             c->txq_tail = NULL;
-        tx_complete(t, o, 0);
+        if (o->seq)
+            link_written(t, c, o); /* kept until the peer says it applied it */
+        else
+            tx_complete(t, o, 0);
     }
 }
 
 /* A failure met outside progress is reported at the next one (transport.h). */
 static void fail_soon(struct lite_transport *t, struct conn *c, int code, const char *why)
 {
+    int err = errno;
     if (!t->in_progress) {
         c->broken = code;
+        c->broken_errno = err;
         lite_fmt(c->broken_why, sizeof(c->broken_why), "%s", why);
         t->broken = true;
         return;
     }
-    conn_fail(t, c, code, why);
+    conn_lost(t, c, code, why, err);
 }
 
 /* An unidentified connection is closed, and why kept for init's message. */
@@ -398,6 +471,8 @@ static bool tls_step(struct lite_transport *t, struct conn *c)
     bool want_write = false;
     char why[160];
     int rc = tcp_tls_handshake(c->ssl, &want_write, why, sizeof(why));
+    int hs_errno = errno;
+    bool named_wrong = false;
     if (rc == 0) {
         if (want_write != c->out_armed)
             ep_set(t, c, want_write);
@@ -409,11 +484,19 @@ static bool tls_step(struct lite_transport *t, struct conn *c)
             lite_fmt(why, sizeof(why), "its certificate is rank %d's, not rank %d's (-1: none)",
                      named, c->peer);
             rc = -EACCES;
+            named_wrong = true;
         }
     }
     if (rc < 0) {
         if (c->peer < 0) {
             refuse(t, c, why);
+            return false;
+        }
+        if (t->links_ready && !named_wrong) {
+            /* a redial's handshake broke (the peer went away, or the network): the link
+             * tries again, or ends (nothing listens) */
+            errno = hs_errno;
+            fail_soon(t, c, -LITE_ERR_PEER_LOST, why);
             return false;
         }
         lite_fmt(t->auth_why, sizeof(t->auth_why), "%s refused: %s", c->desc, why);
@@ -480,9 +563,11 @@ static void conn_flush_tls(struct lite_transport *t, struct conn *c)
                     ep_set(t, c, true);
                 return;
             }
+            int e = errno;
             char why[192];
             lite_fmt(why, sizeof(why), "send to %s failed: %s", c->desc,
-                     errno == EPROTO ? tcp_tls_error() : strerror(errno));
+                     e == EPROTO ? tcp_tls_error() : strerror(e));
+            errno = e;
             fail_soon(t, c, -LITE_ERR_PEER_LOST, why);
             return;
         }
@@ -527,15 +612,11 @@ static void conn_flush(struct lite_transport *t, struct conn *c)
                     ep_set(t, c, true);
                 return;
             }
+            int e = errno;
             char why[96];
-            lite_fmt(why, sizeof(why), "send to %s failed: %s", c->desc, strerror(errno));
-            if (!t->in_progress) {
-                c->broken = -LITE_ERR_PEER_LOST;
-                memcpy(c->broken_why, why, sizeof(why));
-                t->broken = true;
-                return;
-            }
-            conn_fail(t, c, -LITE_ERR_PEER_LOST, why);
+            lite_fmt(why, sizeof(why), "send to %s failed: %s", c->desc, strerror(e));
+            errno = e;
+            fail_soon(t, c, -LITE_ERR_PEER_LOST, why);
             return;
         }
         tx_advance(t, c, (size_t)w);
@@ -553,12 +634,12 @@ static void flush_held(struct lite_transport *t)
             conn_flush(t, &t->conns[i]);
 }
 
-static int enqueue_frame(struct lite_transport *t, struct conn *c, const struct lite_wire_hdr *h,
-                         const void *payload, uint8_t on_done, void *op, bool flush)
+static struct tx_op *op_make(struct lite_transport *t, const struct lite_wire_hdr *h,
+                             const void *payload, uint8_t on_done, void *op, uint64_t seq, int s)
 {
     struct tx_op *o = op_get(t);
     if (!o)
-        return -ENOMEM;
+        return NULL;
     lite_wire_encode(h, o->hdr);
     o->payload = payload;
     o->len = lite_wire_payload(h);
@@ -566,6 +647,19 @@ static int enqueue_frame(struct lite_transport *t, struct conn *c, const struct 
     o->on_done = on_done;
     o->op = op;
     o->next = NULL;
+    o->seq = seq;
+    o->stream = (uint8_t)s;
+    o->copy = NULL;
+    return o;
+}
+
+static int enqueue_seq(struct lite_transport *t, struct conn *c, const struct lite_wire_hdr *h,
+                       const void *payload, uint8_t on_done, void *op, bool flush, uint64_t seq,
+                       int s)
+{
+    struct tx_op *o = op_make(t, h, payload, on_done, op, seq, s);
+    if (!o)
+        return -ENOMEM;
     bool was_empty = c->txq == NULL;
     if (c->txq_tail)
         c->txq_tail->next = o;
@@ -581,6 +675,363 @@ static int enqueue_frame(struct lite_transport *t, struct conn *c, const struct 
     if (was_empty || c->held)
         conn_flush(t, c); /* latency: try to send now rather than on the next progress */
     return 0;
+}
+
+static int enqueue_frame(struct lite_transport *t, struct conn *c, const struct lite_wire_hdr *h,
+                         const void *payload, uint8_t on_done, void *op, bool flush)
+{
+    return enqueue_seq(t, c, h, payload, on_done, op, flush, 0, 0);
+}
+
+/* ---- links: reconnection with exactly-once delivery (docs/TCP.md "Reconnection") ----
+ *
+ * A pair of ranks has a link; each main connection is one epoch of it. Frames of each stream
+ * (main, bulk) are numbered by their position in it, across epochs (route.sent), and the
+ * receiver counts the ones it applied (conn.delivered: the bytes are in place, the match is
+ * committed, the immediate is counted). A written frame stays in route.rtx until the peer's
+ * cumulative acknowledgement (an ACK: a FENCE naming 0 frames, key/offset = the counts applied
+ * of our main/bulk stream) covers it. On a break every connection of the pair is closed; the
+ * rank that dialled the main connection redials, the other probes that the peer still
+ * listens; each side's first ACK on the new main connection states what it applied, and the
+ * other replays the rest in order. */
+
+/* Frames of the peer's main and bulk streams this rank applied. */
+static uint64_t applied(struct lite_transport *t, int peer, int s)
+{
+    if (s)
+        return conn_of(t, ROLE_BULK_IN, peer)->delivered;
+    return conn_of(t, ROLE_MAIN, peer)->delivered + conn_of(t, ROLE_MAIN_IN, peer)->delivered;
+}
+
+static int send_ack(struct lite_transport *t, struct conn *c, bool flush)
+{
+    struct route *r = &t->routes[c->peer];
+    r->ack_sent[0] = applied(t, c->peer, 0);
+    r->ack_sent[1] = applied(t, c->peer, 1);
+    r->ack_due = false;
+    struct lite_wire_hdr h = {
+        .type = LITE_WIRE_FENCE, .tag = 0, .key = r->ack_sent[0], .offset = r->ack_sent[1]};
+    return enqueue_frame(t, c, &h, NULL, TX_DONE_NONE, NULL, flush);
+}
+
+/* Heartbeat: the kernel's keepalive finds a dead host while this rank is idle, and
+ * TCP_USER_TIMEOUT a path that swallows data; either breaks the link, which then resumes. */
+static void link_sockopts(struct lite_transport *t, int fd)
+{
+    if (!t->reconnect_ms)
+        return;
+    int one = 1, idle = KEEPALIVE_S, cnt = KEEPALIVE_CNT;
+    unsigned uto = (unsigned)(KEEPALIVE_S * 1000 * (KEEPALIVE_CNT + 1));
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
+}
+
+static void rtx_push(struct route *r, struct tx_op *o)
+{
+    int s = o->stream;
+    o->next = NULL;
+    if (r->rtx_tail[s])
+        r->rtx_tail[s]->next = o;
+    else
+        r->rtx[s] = o;
+    r->rtx_tail[s] = o;
+}
+
+/* o (a sequenced frame) has been written out: keep it for a replay. A small payload is copied
+ * and its op completes now (eager completion at copy); a large one completes when acknowledged. */
+static void link_written(struct lite_transport *t, struct conn *c, struct tx_op *o)
+{
+    if (o->on_done != TX_DONE_NONE && o->len <= COPY_MAX) {
+        uint8_t *cp = o->len <= sizeof(o->inl) ? o->inl : (o->len ? malloc(o->len) : NULL);
+        if (cp || !o->len) {
+            if (o->len)
+                memcpy(cp, o->payload, o->len);
+            o->copy = cp;
+            o->payload = cp;
+            uint8_t d = o->on_done;
+            o->on_done = TX_DONE_NONE;
+            if (d == TX_DONE_OP)
+                t->up->send_done(t->core, o->op, 0);
+            else
+                t->up->rma_target_done(t->core, o->op);
+        }
+    }
+    o->done = 0;
+    rtx_push(&t->routes[c->peer], o);
+}
+
+/* The peer applied the first n frames of our stream s: their ops complete. */
+static int link_acked(struct lite_transport *t, int peer, int s, uint64_t n)
+{
+    struct route *r = &t->routes[peer];
+    if (n > r->sent[s])
+        return -LITE_ERR_PROTOCOL;
+    if (n <= r->acked[s])
+        return 0;
+    r->acked[s] = n;
+    while (r->rtx[s] && r->rtx[s]->seq <= n) {
+        struct tx_op *o = r->rtx[s];
+        r->rtx[s] = o->next;
+        if (!r->rtx[s])
+            r->rtx_tail[s] = NULL;
+        tx_complete(t, o, 0);
+    }
+    return 0;
+}
+
+/* The link is over: frames kept for a replay end with code (their ops exactly once). */
+static void link_drop(struct lite_transport *t, int peer, int code)
+{
+    struct route *r = &t->routes[peer];
+    for (int s = 0; s < 2; s++) {
+        while (r->rtx[s]) {
+            struct tx_op *o = r->rtx[s];
+            r->rtx[s] = o->next;
+            tx_complete(t, o, code);
+        }
+        r->rtx_tail[s] = NULL;
+    }
+    r->state = LINK_UP; /* nothing to resume: later frames fail at once (the conns are dead) */
+}
+
+static bool link_resumable(struct lite_transport *t, const struct conn *c)
+{
+    return t->reconnect_ms > 0 && t->links_ready && !t->closing && c->peer >= 0 && c >= t->conns &&
+           c < t->conns + t->nconns && !c->dead;
+}
+
+static int64_t backoff_ns(struct lite_transport *t, unsigned attempts)
+{
+    int64_t ms = attempts >= 7 ? BACKOFF_MAX_MS : (int64_t)BACKOFF_MIN_MS << attempts;
+    if (ms > BACKOFF_MAX_MS)
+        ms = BACKOFF_MAX_MS;
+    /* jitter: 50..150 %, so that ranks that broke together do not redial together */
+    int64_t ns = ms * 1000000;
+    return ns / 2 + (int64_t)(rand_r(&t->rng) % 1000) * ns / 1000;
+}
+
+/* Close every connection of the pair; sequenced frames queued on them go back to rtx (behind
+ * the written ones, in order), a payload being placed is kept as partial (conn.part). */
+static void link_break(struct lite_transport *t, int peer, const char *why)
+{
+    struct route *r = &t->routes[peer];
+    int64_t now = lite_now_ns();
+    for (int role = 0; role < ROLE_COUNT; role++) {
+        struct conn *c = conn_of(t, role, peer);
+        if (c->fd >= 0) {
+            epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+            close(c->fd);
+            c->fd = -1;
+        }
+        conn_drop_tls(c);
+        while (c->txq) {
+            struct tx_op *o = c->txq;
+            c->txq = o->next;
+            if (o->seq) {
+                o->done = 0;
+                rtx_push(r, o);
+            } else {
+                tx_complete(t, o, 0);
+            }
+        }
+        c->txq_tail = NULL;
+        if (c->rx_state == RX_PAYLOAD) {
+            c->part = true;
+            c->rx_state = RX_HDR;
+        }
+        c->lo = c->hi = 0;
+        c->paused = c->resume = c->held = c->out_armed = c->probe = c->eof = false;
+        c->broken = 0;
+        c->last_large = c->role == ROLE_BULK_IN;
+    }
+    if (r->state == LINK_UP) {
+        r->down_ns = now;
+        r->attempts = 0;
+        lite_fmt(r->down_why, sizeof(r->down_why), "%s", why);
+        LITE_WARN("tcp rank %d: link to rank %d broke (epoch %u): %s; reconnecting for up to %d ms",
+                  t->rank, peer, r->epoch, why, t->reconnect_ms);
+    } else {
+        LITE_DEBUG("tcp rank %d: reconnection to rank %d failed: %s", t->rank, peer, why);
+    }
+    r->state = LINK_DOWN;
+    r->next_dial_ns = now + backoff_ns(t, r->attempts);
+    t->links_down = true;
+}
+
+/* Budget spent (or the peer is gone for sure): the link fails, every op exactly once. */
+static void link_fail(struct lite_transport *t, int peer, const char *reason)
+{
+    struct route *r = &t->routes[peer];
+    char why[256];
+    lite_fmt(why, sizeof(why),
+             "rank %d lost: %s; %u reconnection attempt(s) in %lld ms (the link broke: %s)", peer,
+             reason, r->attempts, (long long)((lite_now_ns() - r->down_ns) / 1000000), r->down_why);
+    LITE_WARN("tcp rank %d: %s", t->rank, why);
+    r->state = LINK_UP;
+    conn_fail(t, conn_of(t, ROLE_MAIN, peer), -LITE_ERR_PEER_LOST, why);
+}
+
+static int dial(struct lite_transport *t, struct conn *c);
+
+/* A connection of a resumable link broke (or a code that is final): break or fail. */
+static void conn_lost(struct lite_transport *t, struct conn *c, int code, const char *why, int err)
+{
+    if (code != -LITE_ERR_PEER_LOST || !link_resumable(t, c)) {
+        conn_fail(t, c, code, why);
+        return;
+    }
+    if (err == ECONNREFUSED && t->routes[c->peer].state != LINK_UP) {
+        /* A live context listens as long as it exists: nobody listening means it exited. */
+        link_fail(t, c->peer, "nothing listens at its address any more (the process exited)");
+        return;
+    }
+    link_break(t, c->peer, why);
+}
+
+/* The peer's statement of what it applied arrived on the new main connection: replay the rest
+ * of each stream in order, and the link is up again. */
+static void link_replay(struct lite_transport *t, int peer)
+{
+    struct route *r = &t->routes[peer];
+    uint64_t n[2] = {0, 0};
+    r->state = LINK_UP;
+    r->resumes++;
+    for (int s = 0; s < 2; s++) {
+        struct conn *c = conn_of(t, s ? ROLE_BULK_OUT : ROLE_MAIN, peer);
+        if (!r->rtx[s])
+            continue;
+        if (c->fd < 0 && dial(t, c)) {
+            link_break(t, peer, "cannot redial the bulk connection");
+            return;
+        }
+        for (struct tx_op *o = r->rtx[s]; o; o = o->next)
+            n[s]++;
+        if (c->txq_tail)
+            c->txq_tail->next = r->rtx[s];
+        else
+            c->txq = r->rtx[s];
+        c->txq_tail = r->rtx_tail[s];
+        r->rtx[s] = r->rtx_tail[s] = NULL;
+        conn_flush(t, c);
+        if (r->state != LINK_UP)
+            return; /* it broke again: the frames are back in rtx */
+    }
+    /* the bulk stream is reopened with the link, so that the peer's fd count stays as at init */
+    struct conn *b = conn_of(t, ROLE_BULK_OUT, peer);
+    if (t->bulk_min && b->fd < 0 && r->state == LINK_UP && dial(t, b))
+        link_break(t, peer, "cannot redial the bulk connection");
+    if (r->state == LINK_UP)
+        LITE_WARN("tcp rank %d: link to rank %d resumed (epoch %u) after %.1f ms and %u "
+                  "attempt(s); replaying %llu + %llu frame(s)",
+                  t->rank, peer, r->epoch, (double)(lite_now_ns() - r->down_ns) / 1e6, r->attempts,
+                  (unsigned long long)n[0], (unsigned long long)n[1]);
+}
+
+/* An ACK from the peer (on a main connection). */
+static int link_ack_frame(struct lite_transport *t, struct conn *c, const struct lite_wire_hdr *h)
+{
+    if (!is_main(c))
+        return -LITE_ERR_PROTOCOL;
+    if (!t->reconnect_ms)
+        return 0; /* the peer resumes links, this rank does not: nothing kept to trim */
+    int rc = link_acked(t, c->peer, 0, h->key);
+    if (!rc)
+        rc = link_acked(t, c->peer, 1, h->offset);
+    if (!rc && t->routes[c->peer].state == LINK_RESUME)
+        link_replay(t, c->peer);
+    return rc;
+}
+
+/* Acknowledge what was applied now and then (every ACK_EVERY frames, or at once for a frame
+ * whose sender waits for it), on the main connection. */
+static void ack_maybe(struct lite_transport *t, int peer)
+{
+    struct route *r = &t->routes[peer];
+    if (r->state != LINK_UP)
+        return;
+    if (!r->ack_due &&
+        applied(t, peer, 0) + applied(t, peer, 1) < r->ack_sent[0] + r->ack_sent[1] + ACK_EVERY)
+        return;
+    struct conn *c = conn_of(t, ROLE_MAIN, peer);
+    if (c->fd < 0 || c->dead)
+        c = conn_of(t, ROLE_MAIN_IN, peer);
+    if (c->fd < 0 || c->dead)
+        return;
+    send_ack(t, c, false);
+}
+
+/* The rank that accepted the main connection does not redial; it checks now and then that the
+ * peer still listens, so that a peer that exited is known at once, not at the end of the
+ * budget. A plain connect (no TLS, nothing sent): the kernel's answer is all it needs. */
+static void probe_open(struct lite_transport *t, struct conn *c)
+{
+    const struct sockaddr_storage *ss = &t->peer_addr[c->peer];
+    int fd = lite_sock_tcp(ss->ss_family);
+    if (fd < 0)
+        return;
+    if (connect(fd, (const struct sockaddr *)ss, t->peer_len[c->peer]) != 0 &&
+        errno != EINPROGRESS) {
+        int e = errno;
+        close(fd);
+        if (e == ECONNREFUSED)
+            link_fail(t, c->peer, "nothing listens at its address any more (the process exited)");
+        return;
+    }
+    c->fd = fd;
+    c->probe = true;
+    struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
+    epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+static void probe_event(struct lite_transport *t, struct conn *c)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    c->probe = false;
+    if (err == ECONNREFUSED && t->routes[c->peer].state != LINK_UP)
+        link_fail(t, c->peer, "nothing listens at its address any more (the process exited)");
+}
+
+/* Redial or probe the links that are down; fail those past the budget. */
+static void link_tick(struct lite_transport *t)
+{
+    int64_t now = lite_now_ns();
+    bool down = false;
+    for (int p = 0; p < t->world; p++) {
+        struct route *r = &t->routes[p];
+        if (r->state == LINK_UP || p == t->rank)
+            continue;
+        if (now - r->down_ns > (int64_t)t->reconnect_ms * 1000000) {
+            char w[96];
+            lite_fmt(w, sizeof(w), "no resume within reconnect_timeout_ms (%d)", t->reconnect_ms);
+            link_fail(t, p, w);
+            continue;
+        }
+        down = true;
+        if (r->state != LINK_DOWN || now < r->next_dial_ns)
+            continue;
+        r->attempts++;
+        r->next_dial_ns = now + backoff_ns(t, r->attempts);
+        if (p < t->rank) { /* this rank dialled the main connection: it redials */
+            r->state = LINK_RESUME;
+            r->epoch++;
+            int rc = dial(t, conn_of(t, ROLE_MAIN, p));
+            if (rc == -LITE_ERR_PEER_LOST || rc == -ECONNREFUSED)
+                link_break(t, p, "redial failed");
+            else if (rc)
+                link_fail(t, p, lite_strerror(rc));
+        } else if (conn_of(t, ROLE_MAIN_IN, p)->fd < 0) {
+            probe_open(t, conn_of(t, ROLE_MAIN_IN, p));
+        }
+    }
+    t->links_down = down;
 }
 
 /* Security on: c's socket gets a TLS session (client: this rank dialled). */
@@ -620,10 +1071,18 @@ static int conn_dialled(struct lite_transport *t, struct conn *c, int fd, bool f
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
     epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
     c->out_armed = true;
+    link_sockopts(t, fd);
+    struct route *r = &t->routes[c->peer];
     struct lite_wire_hdr h = {.type = LITE_WIRE_HELLO,
                               .flags = c->role == ROLE_BULK_OUT ? LITE_WIRE_F_BULK : 0,
-                              .tag = (uint64_t)t->rank};
-    return enqueue_frame(t, c, &h, NULL, TX_DONE_NONE, NULL, flush);
+                              .tag = (uint64_t)t->rank,
+                              .key = t->incarnation,
+                              .offset = r->peer_inc};
+    rc = enqueue_frame(t, c, &h, NULL, TX_DONE_NONE, NULL, flush && r->state == LINK_UP);
+    /* A resumed main connection: what this rank applied of the peer's streams follows. */
+    if (!rc && c->role == ROLE_MAIN && r->state != LINK_UP)
+        rc = send_ack(t, c, flush);
+    return rc;
 }
 
 /* Lazy mode: open c (this rank's main or bulk connection to c->peer) now. The connect completes
@@ -685,19 +1144,40 @@ static int send_frame(struct lite_transport *t, int peer, const struct lite_wire
 {
     int s = t->bulk_min && (h->type == LITE_WIRE_WRITE || h->type == LITE_WIRE_READ_RESP) &&
             h->len >= t->bulk_min;
+    struct route *r = &t->routes[peer];
+    /* Sequenced when reconnection is on: the frame's number is its position in the stream. */
+    uint64_t seq = t->reconnect_ms ? r->sent[s] + 1 : 0;
+    if (r->state != LINK_UP) {
+        /* The link is down or resuming: the frame waits for the replay, behind the others. */
+        if (conn_of(t, ROLE_MAIN, peer)->dead)
+            return -LITE_ERR_PEER_LOST;
+        if (r->sent[!s] > r->fenced[s]) {
+            struct lite_wire_hdr f = {.type = LITE_WIRE_FENCE, .tag = r->sent[!s]};
+            struct tx_op *fo = op_make(t, &f, NULL, TX_DONE_NONE, NULL, seq, s);
+            if (!fo)
+                return -ENOMEM;
+            rtx_push(r, fo);
+            r->fenced[s] = r->sent[!s];
+        }
+        struct tx_op *o = op_make(t, h, payload, on_done, op, seq, s);
+        if (!o)
+            return -ENOMEM;
+        rtx_push(r, o);
+        r->sent[s]++;
+        return 0;
+    }
     struct conn *c;
     int rc0 = send_conn(t, peer, s, &c);
     if (rc0)
         return rc0;
-    struct route *r = &t->routes[peer];
     if (r->sent[!s] > r->fenced[s]) {
         struct lite_wire_hdr f = {.type = LITE_WIRE_FENCE, .tag = r->sent[!s]};
-        int rc = enqueue_frame(t, c, &f, NULL, TX_DONE_NONE, NULL, false);
+        int rc = enqueue_seq(t, c, &f, NULL, TX_DONE_NONE, NULL, false, seq, s);
         if (rc)
             return rc;
         r->fenced[s] = r->sent[!s];
     }
-    int rc = enqueue_frame(t, c, h, payload, on_done, op, flush);
+    int rc = enqueue_seq(t, c, h, payload, on_done, op, flush, seq, s);
     if (rc == 0)
         r->sent[s]++;
     return rc;
@@ -777,7 +1257,7 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
     if (r->peer < 0 || r->peer >= t->world || r->peer == t->rank)
         return -EINVAL;
     struct conn *c = conn_of(t, ROLE_MAIN, r->peer); /* holds the pair's slots */
-    if (c->dead || (c->fd < 0 && !t->lazy))
+    if (c->dead || (c->fd < 0 && !t->lazy && t->routes[r->peer].state == LINK_UP))
         return -LITE_ERR_PEER_LOST;
     if (r->kind == LITE_RMA_WRITE && r->local_completion) {
         /* Done when the bytes are in the socket: no slot, and the target sends no answer. */
@@ -824,9 +1304,47 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
 /* A HELLO on a new connection: adopt it as peer `rank`'s main or incoming bulk connection if
  * that makes sense. Nothing past the HELLO has been read (see conn_rx_frames), so only the
  * socket moves. */
-static int adopt(struct lite_transport *t, struct conn *pc, uint64_t rank, bool bulk,
+static int adopt(struct lite_transport *t, struct conn *pc, const struct lite_wire_hdr *hh,
                  const char **why)
 {
+    uint64_t rank = hh->tag;
+    bool bulk = (hh->flags & LITE_WIRE_F_BULK) != 0;
+    /* After init, a HELLO resumes a link: only from the incarnation this rank knows, to this
+     * incarnation. A new incarnation is a restarted process: its predecessor's link fails and
+     * nothing is resumed into it. */
+    if (t->links_ready && rank < (uint64_t)t->world && (int)rank != t->rank) {
+        struct route *r = &t->routes[rank];
+        static __thread char w[128];
+        struct conn *m = conn_of(t, ROLE_MAIN, (int)rank);
+        if (!t->reconnect_ms || t->closing || m->dead) {
+            *why = "second connection from the same rank";
+            return -LITE_ERR_PROTOCOL;
+        }
+        if (hh->key != r->peer_inc && r->state == LINK_UP) {
+            /* the link is fine: a stranger, or a stale dial */
+            *why = "second connection from the same rank";
+            return -LITE_ERR_PROTOCOL;
+        }
+        if (hh->key != r->peer_inc) {
+            lite_fmt(w, sizeof(w), "rank %d restarted (a new incarnation): not resumed", (int)rank);
+            *why = w;
+            conn_fail(t, m, -LITE_ERR_PEER_LOST, w);
+            return -LITE_ERR_PEER_LOST;
+        }
+        if (hh->offset != t->incarnation) {
+            *why = "a resume meant for an earlier incarnation of this rank";
+            return -LITE_ERR_PROTOCOL;
+        }
+        struct conn *slot = conn_of(t, bulk ? ROLE_BULK_IN : ROLE_MAIN, (int)rank);
+        /* A new main connection, or a second bulk one: the peer saw a break this rank has
+         * not seen yet. (A bulk connection follows each resume: no break.) */
+        if ((!bulk && r->state == LINK_UP) || slot->fd >= 0)
+            link_break(t, (int)rank, "it reconnected (it saw the connection break first)");
+        if (!bulk) {
+            r->state = LINK_RESUME;
+            r->epoch++;
+        }
+    }
     /* At init only the higher rank of a pair dials the main connection; in lazy mode whoever
      * sends first does, and both may. */
     if (rank >= (uint64_t)t->world || (int)rank == t->rank ||
@@ -860,9 +1378,16 @@ static int adopt(struct lite_transport *t, struct conn *pc, uint64_t rank, bool 
     pc->ssl = NULL;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     epoll_ctl(t->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    c->out_armed = false;
+    link_sockopts(t, c->fd);
     /* What the session read past the HELLO is not the socket's to signal any more. */
     if (c->ssl && tcp_tls_pending(c->ssl))
         c->resume = t->resumed = true;
+    /* A resumed main connection: state what this rank applied, first. */
+    if (!bulk && t->routes[rank].state == LINK_RESUME && send_ack(t, c, true) == -ENOMEM) {
+        *why = "out of memory";
+        return -ENOMEM;
+    }
     return 1;
 }
 
@@ -938,6 +1463,8 @@ static void payload_done(struct lite_transport *t, struct conn *c)
         break;
     }
     }
+    if (c->rx_len > COPY_MAX && t->reconnect_ms)
+        t->routes[c->peer].ack_due = true; /* its sender completes it on our acknowledgement */
     delivered(t, c);
 }
 
@@ -947,6 +1474,8 @@ static void payload_begin(struct lite_transport *t, struct conn *c, uint8_t kind
 {
     c->last_large = len >= DIRECT_MIN;
     c->rx_kind = kind;
+    c->rx_dst0 = dst;
+    c->rx_len = len;
     c->dst = dst;
     c->remaining = len;
     c->rx_state = RX_PAYLOAD;
@@ -1082,7 +1611,7 @@ static int parse_stage(struct lite_transport *t, struct conn *c, const char **wh
                 *why = "hello on an established connection";
                 return -LITE_ERR_PROTOCOL;
             }
-            return adopt(t, c, h.tag, (h.flags & LITE_WIRE_F_BULK) != 0, why);
+            return adopt(t, c, &h, why);
         }
         if (c->peer < 0) {
             *why = "frame before hello";
@@ -1092,6 +1621,26 @@ static int parse_stage(struct lite_transport *t, struct conn *c, const char **wh
             *why = c->role == ROLE_MAIN ? "unexpected frame type"
                                         : "frame type that a bulk connection does not carry";
             return -LITE_ERR_PROTOCOL;
+        }
+        if (h.type == LITE_WIRE_FENCE && h.tag == 0) { /* an ACK (a fence naming nothing) */
+            rc = link_ack_frame(t, c, &h);
+            if (rc) {
+                *why = "acknowledgement of frames never sent";
+                return rc;
+            }
+            continue;
+        }
+        if (c->part && (h.type == LITE_WIRE_MSG || h.type == LITE_WIRE_WRITE ||
+                        h.type == LITE_WIRE_READ_RESP)) {
+            /* the frame that was arriving when the link broke, again: placed from its start
+             * where it went before (same match, same region), nothing begun twice */
+            c->part = false;
+            if (h.len != c->rx_len) {
+                *why = "a replayed frame differs from the one it replays";
+                return -LITE_ERR_PROTOCOL;
+            }
+            payload_begin(t, c, c->rx_kind, c->rx_dst0, c->rx_len);
+            continue;
         }
         if (h.type == LITE_WIRE_FENCE) {
             if (partner_delivered(t, c) < h.tag) {
@@ -1161,12 +1710,29 @@ static void conn_rx_frames(struct lite_transport *t, struct conn *c)
     for (int iter = 0; iter < 64 && !c->dead && c->fd >= 0; iter++) {
         ssize_t n;
         size_t want = 0;
+        /* Test hook (LITETX_TEST_BREAK_AT): reads stop at the next break point, and the
+         * connection is shut down there. */
+        size_t cap = SIZE_MAX;
+        if (t->next_break < t->nbreak && c->peer >= 0 && !c->probe) {
+            uint64_t at = t->break_at[t->next_break];
+            if (t->rx_total >= at) {
+                t->next_break++;
+                char w[96];
+                lite_fmt(w, sizeof(w), "test break at byte %llu (%s)", (unsigned long long)at,
+                         c->desc);
+                shutdown(c->fd, SHUT_RDWR);
+                conn_lost(t, c, -LITE_ERR_PEER_LOST, w, 0);
+                return;
+            }
+            cap = (size_t)(at - t->rx_total);
+        }
         bool direct = c->rx_state == RX_PAYLOAD && c->lo == c->hi && c->dst &&
                       c->remaining >= (c->ssl ? TLS_DIRECT_MIN : DIRECT_MIN);
         if (direct) {
             if (t->held)
                 flush_held(t); /* answers go before a long read keeps us here */
-            n = conn_recv(t, c, c->dst, (size_t)c->remaining);
+            size_t len = (size_t)c->remaining < cap ? (size_t)c->remaining : cap;
+            n = conn_recv(t, c, c->dst, len);
         } else {
             if (c->hi == c->stage_size ||
                 (c->lo > 0 && c->stage_size - c->hi < LITE_WIRE_HDR_LEN)) {
@@ -1180,6 +1746,8 @@ static void conn_rx_frames(struct lite_transport *t, struct conn *c)
             if ((c->last_large || c->peer < 0) && c->rx_state == RX_HDR &&
                 c->hi - c->lo < LITE_WIRE_HDR_LEN)
                 want = LITE_WIRE_HDR_LEN - (c->hi - c->lo);
+            if (want > cap)
+                want = cap;
             n = conn_recv(t, c, c->stage + c->hi, want);
         }
         if (n == 0) {
@@ -1193,10 +1761,12 @@ static void conn_rx_frames(struct lite_transport *t, struct conn *c)
                 close(c->fd);
                 c->fd = -1;
                 c->dead = true;
-                if (c->peer < 0)
+                if (c->peer < 0 && c->hi == 0) /* a peer's probe (probe_open) sends nothing */
+                    LITE_DEBUG("tcp rank %d: %s closed without a byte", t->rank, c->desc);
+                else if (c->peer < 0)
                     LITE_WARN("tcp rank %d: %s closed before saying hello", t->rank, c->desc);
             } else {
-                conn_fail(t, c, c->bye ? -ESHUTDOWN : -LITE_ERR_PEER_LOST, w);
+                conn_lost(t, c, c->bye ? -ESHUTDOWN : -LITE_ERR_PEER_LOST, w, 0);
             }
             return;
         }
@@ -1205,17 +1775,20 @@ static void conn_rx_frames(struct lite_transport *t, struct conn *c)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return;
+            int e = errno;
             char w2[192];
             lite_fmt(w2, sizeof(w2), "receive from %s failed: %s", c->desc,
-                     errno == EPROTO ? tcp_tls_error() : strerror(errno));
+                     e == EPROTO ? tcp_tls_error() : strerror(e));
             if (c->peer < 0)
                 refuse(t, c, w2);
             else
-                conn_fail(t, c, -LITE_ERR_PEER_LOST, w2);
+                conn_lost(t, c, -LITE_ERR_PEER_LOST, w2, e);
             return;
         }
         c->idle = 0;
         t->rx_reads++;
+        if (c->peer >= 0)
+            t->rx_total += (uint64_t)n;
         if (direct) {
             /* a TLS read returns a record at most: only EAGAIN says the socket is empty */
             bool drained = (uint64_t)n < c->remaining && !c->ssl;
@@ -1244,6 +1817,8 @@ static void conn_rx(struct lite_transport *t, struct conn *c)
     /* Bytes held by the TLS session wake no epoll: read them on the next round. */
     if (c->ssl && c->tls_ok && !c->paused && !c->dead && c->fd >= 0 && tcp_tls_pending(c->ssl))
         c->resume = t->resumed = true;
+    if (t->reconnect_ms && c->peer >= 0 && !c->dead && c >= t->conns && c < t->conns + t->nconns)
+        ack_maybe(t, c->peer);
     if (t->held)
         flush_held(t); /* the answers gathered during this receive, on whichever connection */
     else if (c->txq && !c->dead && c->fd >= 0)
@@ -1362,7 +1937,7 @@ static int fail_broken(struct lite_transport *t)
         if (c->broken) {
             int code = c->broken;
             c->broken = 0;
-            conn_fail(t, c, code, c->broken_why);
+            conn_lost(t, c, code, c->broken_why, c->broken_errno);
             n++;
         }
     }
@@ -1376,6 +1951,11 @@ static int tcp_progress(struct lite_transport *t, int timeout_ms)
     bool was = t->in_progress;
     t->in_progress = true;
     int n = t->broken ? fail_broken(t) : 0;
+    if (t->links_down) {
+        link_tick(t);
+        if (t->links_down && (timeout_ms < 0 || timeout_ms > 10))
+            timeout_ms = 10; /* redials are due */
+    }
     int rc = progress_once(t, n ? 0 : timeout_ms);
     if (rc >= 0 && t->broken)
         n += fail_broken(t);
@@ -1408,7 +1988,7 @@ static int progress_once(struct lite_transport *t, int timeout_ms)
                 conn_rx(t, c);
                 handled++;
             }
-            if (ci->fd >= 0 && !ci->dead)
+            if (ci->fd >= 0 && !ci->dead && !ci->probe)
                 conn_rx(t, ci);
             if (b->fd >= 0 && !b->dead &&
                 (b->idle++ < BULK_IDLE_POLLS || c->paused || b->rx_state == RX_PAYLOAD))
@@ -1431,6 +2011,10 @@ static int progress_once(struct lite_transport *t, int timeout_ms)
         struct conn *c = evs[i].data.ptr;
         if (c->dead || c->fd < 0)
             continue;
+        if (c->probe) {
+            probe_event(t, c);
+            continue;
+        }
         if (evs[i].events & EPOLLOUT)
             conn_flush(t, c);
         if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
@@ -1500,6 +2084,55 @@ static int parse_connect_env(int world, bool *lazy)
     return 0;
 }
 
+/* lite_config_t.reconnect_timeout_ms, and LITETX_TEST_BREAK_AT=N[,N...] (for tests: shut a
+ * peer's connection down when this rank has received N bytes from its peers in all). */
+static int parse_link_env(struct lite_transport *t, const struct lite_transport_params *p)
+{
+    t->reconnect_ms = RECONNECT_DEFAULT;
+    if (p->size > offsetof(struct lite_transport_params, reconnect_timeout_ms) &&
+        p->reconnect_timeout_ms >= 0)
+        t->reconnect_ms = p->reconnect_timeout_ms;
+    const char *v;
+    if (t->lazy && t->reconnect_ms) {
+        LITE_DEBUG("tcp rank %d: no reconnection with LITETX_TCP_CONNECT=lazy", t->rank);
+        t->reconnect_ms = 0;
+    }
+    uint64_t inc = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &inc, sizeof(inc)) != (ssize_t)sizeof(inc))
+            inc = 0;
+        close(fd);
+    }
+    t->incarnation = (inc ^ (uint64_t)lite_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
+    t->rng = (unsigned)(t->incarnation ^ (t->incarnation >> 32));
+    v = getenv("LITETX_TEST_BREAK_AT");
+    if (v && *v) {
+        for (const char *q = v; *q; q++)
+            t->nbreak += *q == ',';
+        t->nbreak++;
+        t->break_at = calloc((size_t)t->nbreak, sizeof(*t->break_at));
+        if (!t->break_at)
+            return -ENOMEM;
+        const char *q = v;
+        for (int i = 0; i < t->nbreak; i++) {
+            char *end;
+            unsigned long long n = strtoull(q, &end, 10);
+            if (end == q || (*end && *end != ',') || (i && n <= t->break_at[i - 1])) {
+                LITE_ERROR("LITETX_TEST_BREAK_AT=\"%s\": must be ascending byte counts, comma "
+                           "separated",
+                           v);
+                return -LITE_ERR_CONFIG;
+            }
+            t->break_at[i] = n;
+            q = *end ? end + 1 : end;
+        }
+        LITE_WARN("tcp rank %d: LITETX_TEST_BREAK_AT is set: connections are broken on purpose",
+                  t->rank);
+    }
+    return 0;
+}
+
 static void tcp_close(struct lite_transport *t);
 
 static int tcp_open(const struct lite_transport_params *p, struct lite_transport **out)
@@ -1536,6 +2169,8 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
             rc = conn_stage(c);
     }
     uint16_t port = 0;
+    if (!rc)
+        rc = parse_link_env(t, p);
     if (!rc)
         rc = parse_port_env(t->rank, &port);
     if (!rc)
@@ -1591,7 +2226,7 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
  * peer; a rank without it (LITETX_TCP_BULK_MIN=0, the default on a crowded host) opens none,
  * and its peers do not wait for one: a job of N ranks then holds N - 1 sockets per rank, not
  * 3 (N - 1). */
-#define BLOB_LEN    20
+#define BLOB_LEN    28 /* ... | u64 incarnation (reconnection) */
 #define BLOB_F_BULK 0x01
 
 static int tcp_addr_get(struct lite_transport *t, void *blob, size_t *len)
@@ -1601,6 +2236,7 @@ static int tcp_addr_get(struct lite_transport *t, void *blob, size_t *len)
     uint8_t *b = blob;
     b[1] = t->bulk_min ? BLOB_F_BULK : 0;
     lite_sock_pack(&t->addr, &b[0], b + 2);
+    lite_put64(b + 20, t->incarnation);
     *len = BLOB_LEN;
     return 0;
 }
@@ -1639,6 +2275,7 @@ static int connect_one(struct lite_transport *t, int peer, int role,
         close(fd);
         return rc;
     }
+    link_sockopts(t, fd);
     struct conn *c = conn_of(t, role, peer);
     c->fd = fd;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
@@ -1647,7 +2284,8 @@ static int connect_one(struct lite_transport *t, int peer, int role,
 }
 
 /* Lazy mode's connect_all: keep every rank's address for the first frame to it. */
-static int lazy_addrs(struct lite_transport *t, const void *const *blobs, const size_t *lens,
+/* Every rank's listening address (lazy dials, redials) and incarnation. */
+static int keep_addrs(struct lite_transport *t, const void *const *blobs, const size_t *lens,
                       char *why, size_t why_len)
 {
     t->peer_addr = calloc((size_t)t->world, sizeof(*t->peer_addr));
@@ -1660,7 +2298,18 @@ static int lazy_addrs(struct lite_transport *t, const void *const *blobs, const 
                      j);
             return -LITE_ERR_PROTOCOL;
         }
+        if (j != t->rank)
+            t->routes[j].peer_inc = lite_get64((const uint8_t *)blobs[j] + 20);
     }
+    return 0;
+}
+
+static int lazy_addrs(struct lite_transport *t, const void *const *blobs, const size_t *lens,
+                      char *why, size_t why_len)
+{
+    int krc = keep_addrs(t, blobs, lens, why, why_len);
+    if (krc)
+        return krc;
     /* A rank that talks to every peer needs one descriptor each (two where both dialled at
      * once): raise the limit now if it can be, else say so; each connect fails cleanly if the
      * job does reach it. */
@@ -1693,6 +2342,9 @@ static int tcp_connect_all(struct lite_transport *t, const void *const *blobs, c
 {
     if (t->lazy)
         return lazy_addrs(t, blobs, lens, why, why_len);
+    int krc = keep_addrs(t, blobs, lens, why, why_len);
+    if (krc)
+        return krc;
     /* Descriptors: a main connection per peer, a bulk one to each peer if this rank has a bulk
      * stream, and one from each peer that has. Checked before the first connect, so that a job
      * too large for the limit fails here, naming it, not halfway through with EMFILE. */
@@ -1744,8 +2396,10 @@ static int tcp_connect_all(struct lite_transport *t, const void *const *blobs, c
                 nmissing++;
                 missing = missing < 0 ? j : missing;
             }
-        if (!nmissing)
+        if (!nmissing) {
+            t->links_ready = true; /* from now on a break is resumed (reconnect_ms > 0) */
             return 0;
+        }
         if (t->auth_err) {
             lite_fmt(why, why_len, "tcp rank %d: %s", t->rank, t->auth_why);
             return t->auth_err;
@@ -1775,6 +2429,10 @@ static void tcp_close(struct lite_transport *t)
 {
     if (!t)
         return;
+    /* A link that is down gets its budget to resume, so that what is queued for it leaves. */
+    int64_t resume_by = lite_deadline_ns(t->reconnect_ms);
+    while (t->links_down && lite_now_ns() < resume_by)
+        tcp_progress(t, 10);
     t->closing = true;
     t->in_progress = true; /* failures met while closing are handled at once */
     if (t->broken)
@@ -1857,6 +2515,7 @@ static void tcp_close(struct lite_transport *t)
     free(t->routes);
     free(t->peer_addr);
     free(t->peer_len);
+    free(t->break_at);
     free(t);
 }
 
@@ -1867,6 +2526,8 @@ static const struct lite_tunable tcp_tunables[] = {
      "one-sided payloads this large use a bulk connection; 0: none"},
     {"LITETX_TCP_CONNECT", "auto",
      "all: connect every pair at init; lazy: at first use; auto: all up to 64 ranks"},
+    {"LITETX_TEST_BREAK_AT", "none",
+     "for tests: break a connection when this rank has received N bytes (N[,N...])"},
     {NULL, NULL, NULL},
 };
 

@@ -220,8 +220,23 @@ typedef struct lite_request lite_request_t;
  * Memory kinds
  * ------------------------------------------------------------------------------------------- */
 
-/** Where a buffer lives. Host memory works on every transport; device memory needs a transport
- *  with the LITE_CAP_DEVICE_MEM capability, otherwise calls fail with -ENOSYS. */
+/*
+ * Where a buffer lives (docs/GPU.md). CUDA device memory is passed like host memory:
+ *   - lite_send/lite_recv/lite_isend/lite_irecv and the blocking collectives (lite_allreduce,
+ *     lite_reduce_scatter, lite_bcast, lite_allgather, lite_alltoall) recognise a device pointer
+ *     themselves (a CUDA pointer query; a process that never loaded the CUDA driver has only host
+ *     memory and pays nothing) and, on every transport, move it through pinned host memory: the
+ *     results are the bytes of the same call on host buffers. Not for device buffers (-ENOTSUP):
+ *     the non-blocking collectives and lite_alltoallv/lite_ialltoallv.
+ *   - One-sided ops take the kind of their registration: lite_mr_reg(..., LITE_MEM_CUDA, ...)
+ *     needs a transport with LITE_CAP_DEVICE_MEM (efa with FI_HMEM, rdma with dmabuf), else
+ *     -ENOSYS; without a usable CUDA driver it fails with -ENOSYS/-ENODEV saying why, and with
+ *     -EINVAL when the address is not device memory.
+ *   - Streams: the library copies on a stream of its own, ordered after none of the caller's:
+ *     synchronise the stream that produced a buffer before passing it. When a blocking call
+ *     returns or a request completes, device receive buffers hold their data; a device send
+ *     buffer may be reused as soon as lite_send/lite_isend returns.
+ */
 enum lite_mem_kind { LITE_MEM_HOST = 0, LITE_MEM_CUDA = 1 };
 
 /* ---------------------------------------------------------------------------------------------

@@ -40,6 +40,8 @@ const struct lite_tunable lite_core_tunables[] = {
     {"LITETX_COLL_CHUNK", "by world size", "collective pipeline chunk per peer (k/m/g suffix)"},
     {"LITETX_COLL_CHECK", "1", "1/0: verify collective arguments across ranks"},
     {"LITETX_CUDA_DRIVER", "libcuda.so.1", "path of the CUDA driver library loaded at run time"},
+    {"LITETX_GPU_STAGE_CHUNK", "4194304",
+     "bytes per staged segment of a device-buffer allreduce (same on every rank)"},
     /* for tests only */
     {"LITETX_TEST_SECURITY_ANY_RANK", "0",
      "tests only: 1 lets a certificate name any rank (impersonation tests)"},

@@ -188,6 +188,22 @@ LITE_API const char *lite_transport_name(const lite_ctx_t *ctx);
 /** The context's last error detail (which peer, which op, why); "" if none. */
 LITE_API const char *lite_last_error(const lite_ctx_t *ctx);
 
+/** What happened to the connection to one peer (lite_peer_query). */
+typedef struct lite_peer_stats {
+    uint32_t struct_size; /* the caller sets sizeof(lite_peer_stats_t) */
+    uint32_t reserved0;
+    uint64_t breaks;  /* connections to the peer that broke while it was alive (tcp) */
+    uint64_t resumes; /* ... and were resumed, nothing lost or repeated (reconnect_timeout_ms) */
+    uint64_t reserved[5];
+} lite_peer_stats_t;
+
+/*
+ * lite_peer_query - counters of this rank's link to `peer` (all zero on backends that do not
+ * resume connections). Set out->struct_size first. Errors: -EINVAL (bad peer, NULL, or a
+ * struct_size smaller than the first version's).
+ */
+LITE_API int lite_peer_query(const lite_ctx_t *ctx, int peer, lite_peer_stats_t *out);
+
 /* ---------------------------------------------------------------------------------------------
  * Tags
  *

@@ -357,6 +357,12 @@ struct lite_transport_ops {
      * compiled-in backend and not the core knows (with the closest known name).
      */
     const struct lite_tunable *tunables;
+
+    /*
+     * Optional (NULL: all zero). Counters of the link to `peer` for lite_peer_query: connections
+     * that broke and were resumed. 0, or -EINVAL for a bad peer.
+     */
+    int (*peer_stats)(struct lite_transport *tp, int peer, uint64_t *breaks, uint64_t *resumes);
 };
 
 #ifdef __cplusplus

@@ -350,3 +350,19 @@ LITE_API const char *lite_last_error(const lite_ctx_t *ctx)
 {
     return ctx ? ctx->last_error : "";
 }
+
+LITE_API int lite_peer_query(const lite_ctx_t *ctx, int peer, lite_peer_stats_t *out)
+{
+    if (!ctx || !out || out->struct_size < offsetof(lite_peer_stats_t, reserved) || peer < 0 ||
+        peer >= ctx->s.world_size)
+        return -EINVAL;
+    uint32_t size = out->struct_size < sizeof(*out) ? out->struct_size : (uint32_t)sizeof(*out);
+    lite_peer_stats_t st;
+    memset(&st, 0, sizeof(st));
+    st.struct_size = size;
+    int rc = 0;
+    if (ctx->ops.peer_stats && peer != ctx->s.rank)
+        rc = ctx->ops.peer_stats(ctx->tp, peer, &st.breaks, &st.resumes);
+    memcpy(out, &st, size);
+    return rc;
+}

@@ -239,6 +239,7 @@ int lite_transport_fill(const struct lite_transport_ops *ops, struct lite_transp
     TAKE(mr_dereg);
     TAKE(rma_post);
     out->msg_inject = tmp.msg_inject; /* optional: NULL stays NULL */
+    out->peer_stats = tmp.peer_stats; /* optional: NULL stays NULL */
 #undef TAKE
     return 0;
 }

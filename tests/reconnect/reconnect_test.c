@@ -322,6 +322,20 @@ int main(int argc, char **argv)
         wl_coll(ctx, rank, world, rounds / 8 + 1);
     CHECK_RC(ctx, lite_barrier(ctx, TMO));
     double took = now_s() - t0;
+    /* every break was resumed, and with breaks asked for some did happen */
+    uint64_t breaks = 0, resumes = 0;
+    for (int p = 0; p < world; p++) {
+        lite_peer_stats_t st = {.struct_size = sizeof(st)};
+        CHECK_RC(ctx, lite_peer_query(ctx, p, &st));
+        breaks += st.breaks;
+        resumes += st.resumes;
+    }
+    printf("rank %d: %llu break(s), %llu resumed\n", rank, (unsigned long long)breaks,
+           (unsigned long long)resumes);
+    CHECK(resumes == breaks, "%llu breaks but %llu resumes", (unsigned long long)breaks,
+          (unsigned long long)resumes);
+    if (nbreaks > 0 && world == 2)
+        CHECK(breaks > 0, "no connection broke: the test exercised nothing");
     printf("rank %d: %s done in %.2f s\n", rank, wl, took);
     CHECK(took < DEADLINE, "took %.1f s (deadline %.0f s)", took, DEADLINE);
     CHECK_RC(ctx, lite_finalize(ctx));

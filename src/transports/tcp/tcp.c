@@ -222,7 +222,7 @@ struct route {
     bool ack_due;         /* a frame the peer waits on was applied: acknowledge at once */
     uint32_t epoch;       /* connections of the link so far */
     uint32_t attempts;    /* redials since the break */
-    uint64_t resumes;
+    uint64_t resumes, breaks;
     int64_t down_ns, next_dial_ns, last_rx_ns, last_tx_ns;
     char down_why[128];
 };
@@ -850,6 +850,7 @@ static void link_break(struct lite_transport *t, int peer, const char *why)
     if (r->state == LINK_UP) {
         r->down_ns = now;
         r->attempts = 0;
+        r->breaks++;
         lite_fmt(r->down_why, sizeof(r->down_why), "%s", why);
         LITE_WARN("tcp rank %d: link to rank %d broke (epoch %u): %s; reconnecting for up to %d ms",
                   t->rank, peer, r->epoch, why, t->reconnect_ms);
@@ -2519,6 +2520,15 @@ static void tcp_close(struct lite_transport *t)
     free(t);
 }
 
+static int tcp_peer_stats(struct lite_transport *t, int peer, uint64_t *breaks, uint64_t *resumes)
+{
+    if (peer < 0 || peer >= t->world)
+        return -EINVAL;
+    *breaks = t->routes[peer].breaks;
+    *resumes = t->routes[peer].resumes;
+    return 0;
+}
+
 /* The variables this backend reads (litetx-info --config; docs/CONFIG.md). */
 static const struct lite_tunable tcp_tunables[] = {
     {"LITETX_TCP_PORT", "any free port", "rank r listens on this port + r"},
@@ -2553,4 +2563,5 @@ const struct lite_transport_ops lite_tcp_ops = {
     .mr_dereg = tcp_mr_dereg,
     .rma_post = tcp_rma_post,
     .tunables = tcp_tunables,
+    .peer_stats = tcp_peer_stats,
 };

@@ -298,12 +298,18 @@ static void conn_close_error(struct qconn *c, uint64_t app_code, int liberr, con
     c->closed_sent = true;
     ngtcp2_connection_close_error ccerr;
     ngtcp2_connection_close_error_default(&ccerr);
+    size_t rlen = reason ? strlen(reason) : 0;
     if (liberr)
-        ngtcp2_connection_close_error_set_transport_error_liberr(
-            &ccerr, liberr, (const uint8_t *)reason, reason ? strlen(reason) : 0);
+        ngtcp2_connection_close_error_set_transport_error_liberr(&ccerr, liberr,
+                                                                 (const uint8_t *)reason, rlen);
+    else if (!c->hello_rx)
+        /* Before the pair is up (an application close needs the handshake confirmed first:
+         * ngtcp2 asserts it): a transport-level refusal. */
+        ngtcp2_connection_close_error_set_transport_error(&ccerr, NGTCP2_CONNECTION_REFUSED,
+                                                          (const uint8_t *)reason, rlen);
     else
-        ngtcp2_connection_close_error_set_application_error(
-            &ccerr, app_code, (const uint8_t *)reason, reason ? strlen(reason) : 0);
+        ngtcp2_connection_close_error_set_application_error(&ccerr, app_code,
+                                                            (const uint8_t *)reason, rlen);
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_pkt_info pi;
@@ -478,6 +484,19 @@ static int cb_handshake_done(ngtcp2_conn *conn, void *user)
         return NGTCP2_ERR_CALLBACK_FAILURE;
     }
     struct lite_transport *t = c->t;
+    if (c->server && t->sec && t->sec->mode == LITE_SEC_CA) {
+        /* Refused before the handshake is confirmed: only a lower rank dials this one. */
+        int cr = quic_tls_peer_rank(c->tls);
+        if (cr < 0 || cr >= t->rank) {
+            if (cr < 0)
+                lite_fmt(c->fail_why, sizeof(c->fail_why), "its certificate names no rank");
+            else
+                lite_fmt(c->fail_why, sizeof(c->fail_why),
+                         "its certificate is rank %d's, which never dials rank %d", cr, t->rank);
+            c->fail_code = -EACCES;
+            return NGTCP2_ERR_CALLBACK_FAILURE;
+        }
+    }
     if (!c->server && t->sec && t->sec->mode == LITE_SEC_CA) {
         int cr = quic_tls_peer_rank(c->tls);
         if (cr != c->dialled) {
@@ -1146,8 +1165,8 @@ static int pass(struct lite_transport *t, int timeout_ms)
     write_all(t);
     if (t->events == 0 && timeout_ms > 0) {
         int wait = timeout_ms;
-        if (next_ns >= 0 && next_ns / 1000000 < wait)
-            wait = (int)(next_ns / 1000000);
+        if (next_ns >= 0 && (next_ns + 999999) / 1000000 < wait)
+            wait = (int)((next_ns + 999999) / 1000000); /* the timer's millisecond, not before */
         struct pollfd p = {.fd = t->fd, .events = POLLIN};
         if (wait > 0 && poll(&p, 1, wait) > 0 && (p.revents & POLLERR))
             rx_errqueue(t);
@@ -1408,7 +1427,9 @@ static int quic_connect_all(struct lite_transport *t, const void *const *blobs, 
             if (t->lost_why[(size_t)r * WHY_LEN])
                 failed = r;
             struct qconn *c = t->by_rank[r];
-            if (!c || !c->ready || c->dead)
+            /* Up: its HELLO is in and ours acknowledged (the core's bootstrap barrier follows,
+             * during which nobody makes progress to send ours again). */
+            if (!c || !c->ready || c->dead || c->acked_end < c->queued_end)
                 missing++;
         }
         if (failed >= 0) {
@@ -1417,8 +1438,15 @@ static int quic_connect_all(struct lite_transport *t, const void *const *blobs, 
             rc = -LITE_ERR_PEER_LOST;
             break;
         }
-        if (!missing)
+        if (!missing) {
+            /* Answer what is still on its way (a HELLO sent again because our acknowledgement
+             * was lost) until the pairs are quiet for a moment. */
+            int64_t start = lite_now_ns(), last = start;
+            while (lite_now_ns() - last < 30000000 && lite_now_ns() - start < 300000000)
+                if (pass(t, 5) > 0)
+                    last = lite_now_ns();
             break;
+        }
         if (lite_now_ns() > deadline_ns) {
             size_t used = (size_t)snprintf(why, why_len, "quic: no connection with rank");
             for (int r = 0; r < t->world && used < why_len; r++) {

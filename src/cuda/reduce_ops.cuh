@@ -1,9 +1,9 @@
 /*
  * reduce_ops.cuh - one reduction step on one element, for the kernels of reduce.cu and, compiled
  * as plain C++ (no __CUDACC__), for the host test that checks this logic against reduce.c on
- * every 16-bit pair and on random wider values (tests/gpu/test_kernel_ops.cpp). On the host the
- * _rn intrinsics are the C++ operators with FLT_EVAL_METHOD 0 and no contraction: the same
- * single IEEE operation rounded to nearest-even.
+ * 31 partners of every 16-bit value and on random wider values (tests/gpu/test_kernel_ops.cpp). On
+ * the host the _rn intrinsics are the C++ operators with FLT_EVAL_METHOD 0 and no contraction: the
+ * same single IEEE operation rounded to nearest-even.
  */
 #ifndef LITE_REDUCE_OPS_CUH
 #define LITE_REDUCE_OPS_CUH

@@ -1,7 +1,7 @@
 /*
  * test_kernel_ops.cpp - the element logic of the CUDA kernels (src/cuda/reduce_ops.cuh, built
  * here as plain C++) against the CPU reference of reduce.c (the SCALAR implementation), on any
- * machine: every f16 and bf16 value against 97 others for every op, and a million random pairs
+ * machine: every f16 and bf16 value against 31 others for every op, and a million random pairs
  * of every wider dtype (NaNs of all payloads, infinities, signed zeros, subnormals included), and
  * AVG's division for 1..9 ranks. The GPU run (gpu.kernels) then checks that the device computes
  * what this logic says.
@@ -99,7 +99,7 @@ int main()
 {
     /* 16-bit floats: every value against 97 spread-out others (and itself) */
     for (uint32_t a = 0; a < 65536; a++) {
-        for (uint32_t k = 0; k < 97; k++) {
+        for (uint32_t k = 0; k < 31; k++) {
             uint16_t b = (uint16_t)(a * 40503u + k * 677u + (k << 11));
             pair<F16>(LITE_F16, (uint16_t)a, b);
             pair<BF16>(LITE_BF16, (uint16_t)a, b);

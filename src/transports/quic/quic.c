@@ -152,6 +152,7 @@ struct lite_transport {
     struct sockaddr_storage rxaddr[RX_BATCH];
     char rxctl[RX_BATCH][64];
     uint64_t dropped; /* datagrams no connection took */
+    bool send_warned;
     uint32_t strangers;
 };
 
@@ -250,6 +251,12 @@ static void send_batch(struct lite_transport *t, struct qconn *c, const uint8_t 
         }
         /* ECONNREFUSED and the like: an ICMP error queued for an earlier packet (read from the
          * error queue by the receive pass); this packet counts as lost. */
+        if (errno != ECONNREFUSED && errno != EHOSTUNREACH && !t->send_warned) {
+            t->send_warned = true;
+            LITE_WARN("quic rank %d: sendmsg of %zu bytes (segments of %zu) to %s failed: %s; "
+                      "counted as lost",
+                      t->rank, len, seg, c->desc, strerror(errno));
+        }
         return;
     }
 }
@@ -336,7 +343,8 @@ static void conn_write(struct lite_transport *t, struct qconn *c)
     size_t maxpkt = ngtcp2_conn_get_max_tx_udp_payload_size(c->conn);
     if (maxpkt > t->max_payload)
         maxpkt = t->max_payload;
-    size_t cap = t->gso ? TX_BUF : maxpkt;
+    /* A GSO batch is one UDP datagram until the kernel splits it: at most 64 KiB in all. */
+    size_t cap = t->gso ? (t->family == AF_INET6 ? 65527 : 65507) : maxpkt;
     size_t off = 0, seg = 0, npkt = 0;
     bool blocked = false;
     t->in_ng++;

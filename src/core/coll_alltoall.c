@@ -162,11 +162,9 @@ LITE_API int lite_alltoallv(lite_ctx_t *ctx, const void *sendbuf, const size_t *
                             const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
                             const size_t *rdispls, int dtype, int timeout_ms)
 {
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf)) {
-        ctx->coll_seq++;
-        return lite_fail(ctx, -ENOTSUP,
-                         "alltoallv: device buffers are not staged; copy them to host buffers");
-    }
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
+        return lite_stage_alltoallv(ctx, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
+                                    dtype, timeout_ms);
     struct lite_coll_op *op;
     int rc = start(ctx, LITE_COLL_ALLTOALLV, sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
                    rdispls, 0, dtype, &op);
@@ -208,7 +206,7 @@ LITE_API int lite_ialltoallv(lite_ctx_t *ctx, const void *sendbuf, const size_t 
     if (ctx && lite_stage_coll_dev(sendbuf, recvbuf)) {
         ctx->coll_seq++;
         return lite_fail(ctx, -ENOTSUP,
-                         "ialltoallv: device buffers are not staged; copy them to host buffers");
+                         "ialltoallv: device buffers need the blocking call (lite_alltoallv)");
     }
     return nonblocking(ctx, LITE_COLL_ALLTOALLV, sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
                        rdispls, 0, dtype, req);

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,6 +300,7 @@ bool lite_stage_coll_dev(const void *sendbuf, const void *recvbuf)
  * the device buffers would come back here). */
 static int bad_args(struct lite_ctx *ctx, const char *what, int dtype)
 {
+    ctx->coll_seq++; /* as the host collectives count a call refused at its start */
     return lite_fail(ctx, -EINVAL,
                      "%s: invalid arguments (dtype %d, op, root, or a NULL/in-place buffer where "
                      "none is allowed)",
@@ -513,5 +515,49 @@ int lite_stage_alltoall(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf
     rc = lite_alltoall(ctx, sb.b[0], sb.b[1], count, dtype, timeout_ms);
     if (!rc && (rc = copy_any(recvbuf, sb.b[1], total)))
         rc = stage_fail(ctx, rc, "alltoall");
+    return bufs_end(&sb, rc);
+}
+
+/* The elements [0, extent) that the segments (displs[p], counts[p]) reach; false on overflow. */
+static bool extent_of(const size_t *counts, const size_t *displs, int n, size_t *out)
+{
+    size_t e = 0;
+    for (int p = 0; p < n; p++) {
+        if (counts[p] == 0)
+            continue;
+        if (displs[p] > SIZE_MAX - counts[p])
+            return false;
+        if (displs[p] + counts[p] > e)
+            e = displs[p] + counts[p];
+    }
+    *out = e;
+    return true;
+}
+
+int lite_stage_alltoallv(struct lite_ctx *ctx, const void *sendbuf, const size_t *sendcounts,
+                         const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                         const size_t *rdispls, int dtype, int timeout_ms)
+{
+    size_t es = lite_dtype_size(dtype), sext = 0, rext = 0;
+    int n = ctx->s.world_size;
+    if (es == 0 || !sendbuf || sendbuf == LITE_IN_PLACE || !recvbuf || !sendcounts || !sdispls ||
+        !recvcounts || !rdispls || !extent_of(sendcounts, sdispls, n, &sext) ||
+        !extent_of(recvcounts, rdispls, n, &rext) || sext > SIZE_MAX / es || rext > SIZE_MAX / es)
+        return bad_args(ctx, "alltoallv", dtype);
+    struct stage_bufs sb;
+    int rc = bufs_get(ctx, &sb, sext * es, rext ? rext * es : 1, "alltoallv");
+    if (rc)
+        return rc;
+    if ((rc = copy_any(sb.b[0], sendbuf, sext * es)))
+        return bufs_end(&sb, stage_fail(ctx, rc, "alltoallv"));
+    rc = lite_alltoallv(ctx, sb.b[0], sendcounts, sdispls, sb.b[1], recvcounts, rdispls, dtype,
+                        timeout_ms);
+    /* only the received segments go back: the gaps between them are the caller's */
+    for (int p = 0; !rc && p < n; p++) {
+        size_t off = rdispls[p] * es, len = recvcounts[p] * es;
+        if (len &&
+            (rc = copy_any((unsigned char *)recvbuf + off, (unsigned char *)sb.b[1] + off, len)))
+            rc = stage_fail(ctx, rc, "alltoallv");
+    }
     return bufs_end(&sb, rc);
 }

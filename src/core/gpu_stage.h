@@ -95,5 +95,8 @@ int lite_stage_allgather(struct lite_ctx *ctx, const void *sendbuf, void *recvbu
                          int dtype, int timeout_ms);
 int lite_stage_alltoall(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
                         int dtype, int timeout_ms);
+int lite_stage_alltoallv(struct lite_ctx *ctx, const void *sendbuf, const size_t *sendcounts,
+                         const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                         const size_t *rdispls, int dtype, int timeout_ms);
 
 #endif /* LITE_GPU_STAGE_H */

@@ -170,6 +170,30 @@ static void colls(lite_ctx_t *ctx, int world)
     from_dev(back, dout, blk * (size_t)world);
     for (int p = 0; p < world; p++)
         check_pat(back + (size_t)p * blk, blk, p, 100u + (uint32_t)rank, "alltoall");
+    /* alltoallv: rank p gets (p + 1) * 1000 + rank elements from each rank, packed, with a gap
+     * of 7 elements after each segment that must stay untouched */
+    size_t sc[16], sd[16], rcn[16], rd[16], so = 0, ro = 0;
+    CHECK(world <= 16, "world %d", world);
+    for (int p = 0; p < world; p++) {
+        sc[p] = (size_t)(p + 1) * 1000 + (size_t)rank;
+        sd[p] = so;
+        so += sc[p];
+        rcn[p] = (size_t)(rank + 1) * 1000 + (size_t)p;
+        rd[p] = ro;
+        ro += rcn[p] + 7;
+    }
+    for (int p = 0; p < world; p++)
+        fill_pat(hin + sd[p] * 4, sc[p] * 4, rank, 200u + (uint32_t)p);
+    to_dev(din, hin, so * 4);
+    memset(back, 0xA5, ro * 4);
+    to_dev(dout, back, ro * 4);
+    OK(ctx, lite_alltoallv(ctx, din, sc, sd, dout, rcn, rd, LITE_F32, LITE_TIMEOUT_DEFAULT));
+    from_dev(back, dout, ro * 4);
+    for (int p = 0; p < world; p++) {
+        check_pat(back + rd[p] * 4, rcn[p] * 4, p, 200u + (uint32_t)rank, "alltoallv");
+        for (size_t i = 0; i < 7 * 4; i++)
+            CHECK(back[(rd[p] + rcn[p]) * 4 + i] == 0xA5, "alltoallv wrote into a gap");
+    }
     /* non-blocking collectives refuse device buffers with a clear error */
     lite_request_t *req = NULL;
     int rc = lite_iallreduce(ctx, din, dout, 16, LITE_F32, LITE_SUM, &req);
@@ -181,7 +205,7 @@ static void colls(lite_ctx_t *ctx, int world)
     free(back);
     if (rank == 0)
         printf("collectives: device buffers give the host-buffer bytes (allreduce sum/avg, "
-               "reduce_scatter, bcast, allgather, alltoall): ok\n");
+               "reduce_scatter, bcast, allgather, alltoall, alltoallv): ok\n");
 }
 
 /* One-sided between device regions: write, write_imm, read, paged, scatter. */

@@ -369,6 +369,39 @@ static int case_peer_lost(void)
     return 0;
 }
 
+/* Rank 1 stops calling the library (alive, its connection open) while rank 0 sends it a device
+ * payload: rank 0 leads the pair, so its group is posted at once and waits for a partner that
+ * never posts. The backend gives it up after the op timeout (LITETX_OP_TIMEOUT_MS, 5 s here)
+ * instead of hanging: the send fails, with the stall named. */
+static int case_stall(void)
+{
+    lite_ctx_t *ctx = job_init();
+    /* Eager (the test runs with LITETX_RNDV_THRESHOLD=64 MiB), so no rendezvous round trip
+     * needs rank 1 first, and larger than the transport's buffers, so the send cannot finish
+     * without its receive. */
+    const size_t len = 32u << 20;
+    void *buf = NULL;
+    CHECK_RC(lite_gpu_mem_alloc(0, len, &buf));
+    CHECK_RC(lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
+    if (me == 1) {
+        sleep(10); /* not reading the envelope or the GO: its side is never posted */
+        _exit(0);
+    }
+    sleep(2); /* rank 1 is asleep before anything for it leaves */
+    lite_request_t *req = NULL;
+    CHECK_RC(lite_isend(ctx, 1, 1, buf, len, &req));
+    lite_status_t st;
+    int rc = lite_wait(ctx, req, 60000, &st);
+    const char *why = lite_last_error(ctx);
+    printf("rank 0: send to the stalled rank ended with %d (%s): %s\n", rc, lite_strerror(rc),
+           why ? why : "");
+    CHECK(rc != 0, "the send to a stalled rank succeeded");
+    CHECK(why && strstr(why, "did not finish"), "not ended by the backend's stall bound: %s", why);
+    lite_finalize(ctx);
+    lite_gpu_mem_free(buf);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -386,6 +419,8 @@ int main(int argc, char **argv)
         return case_device_rma();
     if (!strcmp(c, "device_coll"))
         return case_device_coll();
+    if (!strcmp(c, "stall"))
+        return case_stall();
     if (!strcmp(c, "peer_lost"))
         return case_peer_lost();
     fprintf(stderr, "usage: nccl_test probe|init_error|auto_skip|device_p2p|device_rma|"

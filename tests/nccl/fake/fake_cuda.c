@@ -137,8 +137,11 @@ struct CUstream_st {
 };
 
 struct CUevent_st {
-    int done; /* atomic */
+    int done;    /* atomic */
+    int pending; /* under g_ev_mu: records still queued */
+    bool dead;   /* under g_ev_mu: destroyed while a record was queued (legal in CUDA) */
 };
+static pthread_mutex_t g_ev_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void *stream_main(void *a)
 {
@@ -253,18 +256,32 @@ API CUresult cuEventCreate(struct CUevent_st **e, unsigned flags)
 }
 API CUresult cuEventDestroy_v2(struct CUevent_st *e)
 {
-    free(e); /* a record still queued would write freed memory: the backend never does that */
+    pthread_mutex_lock(&g_ev_mu);
+    bool now = e->pending == 0;
+    e->dead = true;
+    pthread_mutex_unlock(&g_ev_mu);
+    if (now)
+        free(e); /* else the last queued record frees it */
     return OK;
 }
 
 static void mark(void *a)
 {
-    __atomic_store_n(&((struct CUevent_st *)a)->done, 1, __ATOMIC_RELEASE);
+    struct CUevent_st *e = a;
+    __atomic_store_n(&e->done, 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&g_ev_mu);
+    bool gone = --e->pending == 0 && e->dead;
+    pthread_mutex_unlock(&g_ev_mu);
+    if (gone)
+        free(e);
 }
 
 API CUresult cuEventRecord(struct CUevent_st *e, struct CUstream_st *s)
 {
     __atomic_store_n(&e->done, 0, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&g_ev_mu);
+    e->pending++;
+    pthread_mutex_unlock(&g_ev_mu);
     return fakecuda_enqueue(s, mark, e);
 }
 

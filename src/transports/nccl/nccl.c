@@ -315,6 +315,7 @@ static void nc_abort(struct lite_transport *t, int code, const char *why)
         }
         if (g->r) {
             t->peers[g->peer].recv = NULL;
+            t->peers[g->peer].recv_posted = false;
             xfer_free(t, g->r);
         }
         lite_gpu_event_destroy(g->ev);
@@ -389,6 +390,8 @@ static void peer_fail(struct lite_transport *t, int peer, int code, const char *
 static int scratch_get(struct lite_transport *t, size_t len, struct nc_scratch **out)
 {
     struct nc_scratch *best = NULL;
+    if (len > ((size_t)1 << 46))
+        return -EMSGSIZE; /* a length off the wire: no device holds it */
     for (struct nc_scratch *s = t->scratch; s; s = s->next)
         if (!s->busy && s->cap >= len && (!best || s->cap < best->cap))
             best = s;
@@ -1270,8 +1273,10 @@ static bool gpu_pending(const struct lite_transport *t)
 static int nccl_progress(struct lite_transport *t, int timeout_ms)
 {
     int events = nc_poll(t);
-    /* With GPU work outstanding, the sockets are only polled: completions come from the GPU. */
-    int rc = lite_tcp_ops.progress(t->inner, events || gpu_pending(t) ? 0 : timeout_ms);
+    /* With GPU work outstanding, completions come from the GPU, which wakes no socket: sleep at
+     * most 1 ms on the sockets (the core has polled back to back before it asks for a sleep). */
+    int wait = events ? 0 : gpu_pending(t) && timeout_ms > 1 ? 1 : timeout_ms;
+    int rc = lite_tcp_ops.progress(t->inner, wait);
     if (rc < 0)
         return rc;
     events += rc;

@@ -3,7 +3,8 @@
 # side, in rounds that alternate which goes first (the host is shared), medians over the rounds:
 # 8-byte latency (one-way, p50), streaming send/recv bandwidth at 64 KiB, 1 MiB and 16 MiB
 # (litetx_bench bw), and one-sided write_imm at 1 MiB in the same sliding-window shape
-# (bench_rma -S), then the ratios the security section of docs/TCP.md quotes.
+# (bench_rma -S), the CPU time per byte of a fixed 16 MiB stream (both ranks, user + system), then
+# the ratios the security section of docs/TCP.md quotes.
 #
 #   bench/run_tls_compare.sh BUILD_DIR [BASE_BUILD_DIR]
 #
@@ -33,6 +34,14 @@ one() { # name build-dir env... ; appends "name metric size value" lines
         "$tmp/bw.csv" >> "$tmp/all"
     env "$@" "${run[@]}" "$dir/bench/bench_rma" -S -s 1M -r 3 -I 1000 2>/dev/null |
         awk -v n="$name" '$1 ~ /^[0-9]+$/ {print n, "write_imm_MB/s", $1, $4}' >> "$tmp/all"
+    # CPU time of both ranks (user + system) per byte for a fixed 42 x 16 MiB stream: the cost,
+    # which a shared host's load does not change the way it changes MB/s.
+    if [ -x /usr/bin/time ]; then
+        env "$@" /usr/bin/time -f "%U %S" -o "$tmp/cpu" "${run[@]}" "$dir/bench/litetx_bench" bw \
+            -s 16M -i 40 --warmup 2 -r 1 >/dev/null 2>&1 &&
+            awk -v n="$name" '{printf "%s cpu_ns_per_byte 16777216 %.3f\n", n,
+                ($1 + $2) * 1e9 / (42 * 16777216)}' "$tmp/cpu" >> "$tmp/all"
+    fi
 }
 : > "$tmp/all"
 for r in $(seq 1 "$runs"); do

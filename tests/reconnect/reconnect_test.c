@@ -11,6 +11,10 @@
  *
  *   reconnect_test WORKLOAD SEED GAP NBREAKS [ROUNDS]
  *   WORKLOAD: send | write | write_imm | read | paged | scatter | coll | mixed
+ *   reconnect_test restart VICTIM   (LITETX_TCP_PORT set, 2 ranks): rank VICTIM exits without
+ *     finalize and a new listener takes its address (a restarted process, which refuses what
+ *     was meant for its predecessor); the survivor's pending ops must end -LITE_ERR_PEER_LOST
+ *     within the reconnection budget, and nothing is resumed.
  */
 
 #include <stdbool.h>
@@ -19,6 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "../mp/mp_common.h"
 
@@ -287,8 +297,78 @@ static void wl_coll(lite_ctx_t *ctx, int rank, int world, int rounds)
     free(b);
 }
 
+/* The restarted process: listens at the victim's address once the victim is gone, reads what
+ * comes and closes each connection (as a new incarnation refuses a resume meant for the old). */
+static void stand_in(int port, double secs)
+{
+    pid_t parent = getppid();
+    while (getppid() == parent)
+        usleep(1000);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    double end = now_s() + secs;
+    while (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 && now_s() < end)
+        usleep(10000);
+    listen(fd, 16);
+    while (now_s() < end) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        int c = accept(fd, NULL, NULL);
+        if (c < 0)
+            continue;
+        char buf[4096];
+        struct pollfd q = {.fd = c, .events = POLLIN};
+        if (poll(&q, 1, 200) > 0)
+            (void)!read(c, buf, sizeof(buf));
+        close(c);
+    }
+    _exit(0);
+}
+
+static void restart(lite_ctx_t *ctx, int rank, int victim)
+{
+    const char *pb = getenv("LITETX_TCP_PORT"), *bud = getenv("LITETX_RECONNECT_TIMEOUT_MS");
+    CHECK(pb && bud, "needs LITETX_TCP_PORT and LITETX_RECONNECT_TIMEOUT_MS");
+    double budget = atoi(bud) / 1000.0;
+    int other = 1 - rank;
+    static uint8_t big[1 << 20], small[64];
+    lite_request_t *r1, *r2;
+    CHECK_RC(ctx, lite_barrier(ctx, TMO));
+    if (rank == victim) {
+        if (fork() == 0)
+            stand_in(atoi(pb) + victim, budget + 4);
+        /* ops of the survivor's still pending here: gone with the process */
+        _exit(0);
+    }
+    CHECK_RC(ctx, lite_irecv(ctx, other, 7, small, sizeof(small), &r1));
+    CHECK_RC(ctx, lite_isend(ctx, other, 7, big, sizeof(big), &r2));
+    double t0 = now_s();
+    int rc1 = lite_wait(ctx, r1, TMO, NULL), rc2 = lite_wait(ctx, r2, TMO, NULL);
+    double took = now_s() - t0;
+    printf("rank %d: pending ops ended %d / %d after %.2f s (budget %.1f s): %s\n", rank, rc1, rc2,
+           took, budget, lite_last_error(ctx));
+    CHECK(rc1 == -LITE_ERR_PEER_LOST && rc2 == -LITE_ERR_PEER_LOST, "want PEER_LOST, got %d / %d",
+          rc1, rc2);
+    CHECK(took < budget + 3, "took %.1f s for a budget of %.1f s", took, budget);
+    lite_peer_stats_t st = {.struct_size = sizeof(st)};
+    CHECK_RC(ctx, lite_peer_query(ctx, other, &st));
+    CHECK(st.resumes == 0, "a link was resumed into the restarted process (%llu)",
+          (unsigned long long)st.resumes);
+    lite_finalize(ctx);
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "restart")) {
+        if (strcmp(mp_transport(), "tcp") != 0)
+            mp_skip("reconnection is a tcp backend feature");
+        lite_ctx_t *ctx = mp_init();
+        restart(ctx, lite_rank(ctx), atoi(argv[2]));
+    }
     if (argc < 5) {
         fprintf(stderr, "usage: %s WORKLOAD SEED GAP NBREAKS [ROUNDS]\n", argv[0]);
         return 2;

@@ -744,6 +744,10 @@ static void rtx_push(struct route *r, struct tx_op *o)
  * and its op completes now (eager completion at copy); a large one completes when acknowledged. */
 static void link_written(struct lite_transport *t, struct conn *c, struct tx_op *o)
 {
+    /* Kept first: the completion below may reach the core, which may send, fail a send and
+     * break the link, which moves the frames behind this one to rtx. */
+    o->done = 0;
+    rtx_push(&t->routes[c->peer], o);
     if (o->on_done != TX_DONE_NONE && o->len <= COPY_MAX) {
         uint8_t *cp = o->len <= sizeof(o->inl) ? o->inl : (o->len ? malloc(o->len) : NULL);
         if (cp || !o->len) {
@@ -759,8 +763,6 @@ static void link_written(struct lite_transport *t, struct conn *c, struct tx_op 
                 t->up->rma_target_done(t->core, o->op);
         }
     }
-    o->done = 0;
-    rtx_push(&t->routes[c->peer], o);
 }
 
 /* The peer applied the first n frames of our stream s: their ops complete. */
@@ -1078,7 +1080,8 @@ static int conn_dialled(struct lite_transport *t, struct conn *c, int fd, bool f
                               .flags = c->role == ROLE_BULK_OUT ? LITE_WIRE_F_BULK : 0,
                               .tag = (uint64_t)t->rank,
                               .key = t->incarnation,
-                              .offset = r->peer_inc};
+                              .offset = r->peer_inc,
+                              .imm = r->epoch};
     rc = enqueue_frame(t, c, &h, NULL, TX_DONE_NONE, NULL, flush && r->state == LINK_UP);
     /* A resumed main connection: what this rank applied of the peer's streams follows. */
     if (!rc && c->role == ROLE_MAIN && r->state != LINK_UP)
@@ -1178,9 +1181,12 @@ static int send_frame(struct lite_transport *t, int peer, const struct lite_wire
             return rc;
         r->fenced[s] = r->sent[!s];
     }
+    /* Counted before it is queued: queueing may flush, and a completion met there may send
+     * again (the next frame must get the next number). */
+    r->sent[s]++;
     int rc = enqueue_seq(t, c, h, payload, on_done, op, flush, seq, s);
-    if (rc == 0)
-        r->sent[s]++;
+    if (rc)
+        r->sent[s]--; /* nothing was queued (out of memory before any flush) */
     return rc;
 }
 
@@ -1336,6 +1342,14 @@ static int adopt(struct lite_transport *t, struct conn *pc, const struct lite_wi
             *why = "a resume meant for an earlier incarnation of this rank";
             return -LITE_ERR_PROTOCOL;
         }
+        /* Epochs: a main connection names a newer one than the last (a dial of an earlier
+         * attempt that arrives late is stale); a bulk connection the current one, and only
+         * once it has begun (one opened before the last break would carry frames of an old
+         * replay, applied after this rank stated what it applied). */
+        if (bulk ? hh->imm != r->epoch || r->state == LINK_DOWN : hh->imm <= r->epoch) {
+            *why = "a connection of an earlier epoch of the link";
+            return -LITE_ERR_PROTOCOL;
+        }
         struct conn *slot = conn_of(t, bulk ? ROLE_BULK_IN : ROLE_MAIN, (int)rank);
         /* A new main connection, or a second bulk one: the peer saw a break this rank has
          * not seen yet. (A bulk connection follows each resume: no break.) */
@@ -1343,7 +1357,7 @@ static int adopt(struct lite_transport *t, struct conn *pc, const struct lite_wi
             link_break(t, (int)rank, "it reconnected (it saw the connection break first)");
         if (!bulk) {
             r->state = LINK_RESUME;
-            r->epoch++;
+            r->epoch = hh->imm;
         }
     }
     /* At init only the higher rank of a pair dials the main connection; in lazy mode whoever
@@ -1464,8 +1478,10 @@ static void payload_done(struct lite_transport *t, struct conn *c)
         break;
     }
     }
-    if (c->rx_len > COPY_MAX && t->reconnect_ms)
-        t->routes[c->peer].ack_due = true; /* its sender completes it on our acknowledgement */
+    /* Its sender completes it on our acknowledgement (a write with an answer completes on the
+     * answer: no hurry for that one). */
+    if (c->rx_len > COPY_MAX && t->reconnect_ms && (c->rx_kind != RX_WRITE || c->rx_noack))
+        t->routes[c->peer].ack_due = true;
     delivered(t, c);
 }
 

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# ss_kill.sh - kill the ranks' connections from outside with `ss -K` while mixed traffic flows;
+# the job must end with every byte and count right (reconnect_test checks) and the links resumed.
+#   ss_kill.sh LITETX_RUN RECONNECT_TEST
+set -u
+RUN=$1 PROG=$2
+PORT=47330
+[[ $(id -u) -eq 0 ]] || { echo "SKIPPED: ss -K needs root"; exit 77; }
+command -v ss >/dev/null || { echo "SKIPPED: no ss (iproute2)"; exit 77; }
+out=$(mktemp)
+LITETX_TCP_PORT=$PORT timeout 100 "$RUN" -n 2 -t 90 --transport tcp "$PROG" mixed 11 1 0 80 \
+  >"$out" 2>&1 &
+job=$!
+killed=0
+for i in $(seq 1 40); do
+  sleep 0.25
+  kill -0 $job 2>/dev/null || break
+  # rank 0 listens on PORT, rank 1 on PORT + 1: every connection between them has one of those
+  # as its source or destination port
+  n=$(ss -K -t -n state established "( sport = :$PORT or dport = :$PORT )" 2>&1 | grep -c ESTAB)
+  if [[ $i -eq 1 && $n -eq 0 ]] && ss -K -t -n state established 2>&1 | grep -qi "not supported"; then
+    kill $job; wait $job; echo "SKIPPED: the kernel cannot destroy sockets (INET_DIAG_DESTROY)"; exit 77
+  fi
+  killed=$((killed + n))
+done
+wait $job
+rc=$?
+cat "$out"
+rm -f "$out"
+echo "ss_kill: $killed connection(s) killed"
+[[ $rc -eq 0 ]] || { echo "ss_kill: the job failed ($rc)"; exit 1; }
+[[ $killed -gt 0 ]] || { echo "ss_kill: nothing was killed: the test exercised nothing"; exit 1; }
+exit 0

@@ -233,11 +233,13 @@ static void collectives(lite_ctx_t *ctx, uint32_t round)
 
 /*
  * ROUNDS rounds; with LOSSY_UNTIL_FILE set, more until that file exists (rank 0 looks and tells
- * the others, so all run the same rounds), 200 rounds or 90 s at most.
+ * the others, so all run the same rounds), 200 rounds or 90 s at most. With
+ * LOSSY_BLACKHOLE_ROUND=k, rank 0 starts the relay's blackhole (SIGUSR1) as round k begins.
  */
 static void traffic(lite_ctx_t *ctx, int rounds)
 {
-    const char *until = getenv("LOSSY_UNTIL_FILE");
+    const char *until = getenv("LOSSY_UNTIL_FILE"), *bh = getenv("LOSSY_BLACKHOLE_ROUND");
+    int blackhole_round = bh && getenv("LOSSY_RELAY_PID") ? atoi(bh) : -1;
     long t0 = now_ms();
     int round = 0;
     for (;; round++) {
@@ -250,6 +252,9 @@ static void traffic(lite_ctx_t *ctx, int rounds)
             if (!more)
                 break;
         }
+        if (me == 0 && blackhole_round >= 0 && round == blackhole_round)
+            CHECK(kill((pid_t)atol(getenv("LOSSY_RELAY_PID")), SIGUSR1) == 0,
+                  "signal the relay: %s", strerror(errno));
         p2p(ctx, (uint32_t)round);
         rma(ctx, (uint32_t)round);
         collectives(ctx, (uint32_t)round);

@@ -6,8 +6,9 @@
 #     timed around gtlsclient;
 #   - litetx_bench bw over quic at 1 MiB and 16 MiB messages (one connection);
 #   - litetx_bench lat, 8 bytes one-way p50, over quic and over tcp;
-#   - with LOSSY=1, also litetx_bench bw over quic through tests/quic/relay dropping 1 % of the
-#     datagrams (LITETX_QUIC_PORT_BASE / LITETX_QUIC_ADVERTISE_BASE put it between the ranks).
+#   - with LOSSY=1, also litetx_bench bw over quic through tests/quic/relay, dropping 1 % of the
+#     datagrams and dropping none (the relay's own cost), LITETX_QUIC_PORT_BASE and
+#     LITETX_QUIC_ADVERTISE_BASE putting it between the ranks.
 #
 #   bench/run_quic_compare.sh BUILD_DIR NGTCP2_SRC
 #
@@ -86,12 +87,12 @@ lat() { # name transport
     awk -F, -v n="$1" '$8=="median" && $5=="oneway_p50" {print n, "lat_us", $4, $6}' \
         "$tmp/lat.csv" >>"$tmp/all"
 }
-lossy_bw() {
+lossy_bw() { # name drop-percent
     local pb=$((20000 + (RANDOM * 2 + $$) % 40000)) rp
-    "$relay" -n 2 -p "$pb" -a $((pb + 64)) -t 300 -d 1 -s "$RANDOM" >"$tmp/relay.out" 2>&1 &
+    "$relay" -n 2 -p "$pb" -a $((pb + 64)) -t 300 -d "$2" -s "$RANDOM" >"$tmp/relay.out" 2>&1 &
     rp=$!
     sleep 0.2
-    bw quic_loss1 quic LITETX_QUIC_PORT_BASE=$pb LITETX_QUIC_ADVERTISE_BASE=$((pb + 64))
+    bw "$1" quic LITETX_QUIC_PORT_BASE=$pb LITETX_QUIC_ADVERTISE_BASE=$((pb + 64))
     kill "$rp" 2>/dev/null
     wait "$rp" 2>/dev/null || true
     grep "relay: seen" "$tmp/relay.out" | sed 's/^/  /' >&2 || true
@@ -104,9 +105,9 @@ for r in $(seq 1 "$runs"); do
         bw quic quic
         lat quic quic
         lat tcp tcp
-        [ "$lossy" = 1 ] && lossy_bw
+        [ "$lossy" = 1 ] && lossy_bw quic_relay 0 && lossy_bw quic_loss1 1
     else
-        [ "$lossy" = 1 ] && lossy_bw
+        [ "$lossy" = 1 ] && lossy_bw quic_loss1 1 && lossy_bw quic_relay 0
         lat tcp tcp
         lat quic quic
         bw quic quic
@@ -130,9 +131,11 @@ for s in (1 << 20, 16 << 20):
     q = med.get(("quic", "MB/s", s))
     if q and ng:
         print("ratio quic bw %d MiB / ngtcp2 256 MiB download: %.2fx" % (s >> 20, q / ng))
-    l = med.get(("quic_loss1", "MB/s", s))
+    l, r0 = med.get(("quic_loss1", "MB/s", s)), med.get(("quic_relay", "MB/s", s))
     if l and q:
         print("ratio quic bw %d MiB with 1%% loss / lossless: %.2f" % (s >> 20, l / q))
+    if l and r0:
+        print("ratio quic bw %d MiB with 1%% loss / the relay without loss: %.2f" % (s >> 20, l / r0))
 lq, lt = med.get(("quic", "lat_us", 8)), med.get(("tcp", "lat_us", 8))
 if lq and lt:
     print("ratio quic / tcp 8 B one-way latency: %.2fx" % (lq / lt))

@@ -164,6 +164,23 @@ static int case_auto_skip(void)
     return 0;
 }
 
+/* The real libnccl.so.2 over the test double of the CUDA driver: NCCL loads, makes rank 0's id
+ * and starts the non-blocking init, which fails on the driver that has no real device. lite_init
+ * must fail on every rank with NCCL's reason, after an abort, without a crash or a hang. */
+static int case_init_nccl_error(void)
+{
+    lite_config_t cfg = lite_config_default();
+    lite_ctx_t *ctx = NULL;
+    int rc = lite_init(&cfg, &ctx);
+    const char *why = lite_init_error();
+    printf("lite_init over the real NCCL without a real device: %d (%s): %s\n", rc,
+           lite_strerror(rc), why ? why : "");
+    CHECK(rc != 0 && !ctx, "lite_init succeeded");
+    CHECK(why && strstr(why, "nccl") && strstr(why, "ncclCommInitRankConfig"),
+          "not NCCL's refusal: %s", why);
+    return 0;
+}
+
 /* Both ranks send to each other at once (the pair's two directions in flight together). */
 static void exchange(lite_ctx_t *ctx, const void *src, void *dst, size_t len, uint64_t tag)
 {
@@ -422,6 +439,8 @@ int main(int argc, char **argv)
         return case_device_rma();
     if (!strcmp(c, "device_coll"))
         return case_device_coll();
+    if (!strcmp(c, "init_nccl_error"))
+        return case_init_nccl_error();
     if (!strcmp(c, "stall"))
         return case_stall();
     if (!strcmp(c, "peer_lost"))

@@ -238,12 +238,12 @@ typedef struct lite_request lite_request_t;
 
 /*
  * Where a buffer lives (docs/GPU.md). CUDA device memory is passed like host memory:
- *   - lite_send/lite_recv/lite_isend/lite_irecv and the blocking collectives (lite_allreduce,
- *     lite_reduce_scatter, lite_bcast, lite_allgather, lite_alltoall, lite_alltoallv) recognise
- *     a device pointer themselves (a CUDA pointer query; a process that never loaded the CUDA
- *     driver has only host memory and pays nothing) and move it through pinned host memory
- *     (unless the transport takes device buffers itself): the results are the bytes of the same
- *     call on host buffers. The non-blocking collectives refuse device buffers (-ENOTSUP).
+ *   - lite_send/lite_recv/lite_isend/lite_irecv and the collectives (lite_allreduce & co.,
+ *     blocking and not) recognise a device pointer themselves (a CUDA pointer query; a process
+ *     that never loaded the CUDA driver has only host memory and pays nothing) and move it
+ *     through pinned host memory (unless the transport takes device buffers itself): the results
+ *     are the bytes of the same call on host buffers. A non-blocking collective writes a device
+ *     result when its request completes. lite_ialltoallv refuses device buffers (-ENOTSUP).
  *   - One-sided ops take the kind of their registration: lite_mr_reg(..., LITE_MEM_CUDA, ...)
  *     needs a transport with LITE_CAP_DEVICE_MEM (efa with FI_HMEM, rdma with dmabuf), else
  *     -ENOSYS; without a usable CUDA driver it fails with -ENOSYS/-ENODEV saying why, and with

@@ -84,11 +84,8 @@ LITE_API int lite_iallgather(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf
         ctx->coll_seq++;
         return lite_fail(ctx, -EINVAL, "iallgather: NULL request pointer");
     }
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf)) {
-        ctx->coll_seq++;
-        return lite_fail(ctx, -ENOTSUP,
-                         "iallgather: device buffers need the blocking call (lite_allgather)");
-    }
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
+        return lite_stage_iallgather(ctx, sendbuf, recvbuf, count, dtype, req);
     struct lite_coll_op *op;
     int rc = start(ctx, sendbuf, recvbuf, count, dtype, &op);
     if (!op)

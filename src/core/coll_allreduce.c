@@ -279,11 +279,8 @@ LITE_API int lite_allreduce(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf,
 LITE_API int lite_iallreduce(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
                              int dtype, int op, lite_request_t **req)
 {
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf)) {
-        ctx->coll_seq++;
-        return lite_fail(ctx, -ENOTSUP,
-                         "iallreduce: device buffers need the blocking call (lite_allreduce)");
-    }
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
+        return lite_stage_iallreduce(ctx, sendbuf, recvbuf, count, dtype, op, req);
     return run_nonblocking(ctx, LITE_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, req);
 }
 
@@ -299,12 +296,8 @@ LITE_API int lite_reduce_scatter(lite_ctx_t *ctx, const void *sendbuf, void *rec
 LITE_API int lite_ireduce_scatter(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf,
                                   size_t recvcount, int dtype, int op, lite_request_t **req)
 {
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf)) {
-        ctx->coll_seq++;
-        return lite_fail(
-            ctx, -ENOTSUP,
-            "ireduce_scatter: device buffers need the blocking call (lite_reduce_scatter)");
-    }
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
+        return lite_stage_ireduce_scatter(ctx, sendbuf, recvbuf, recvcount, dtype, op, req);
     return run_nonblocking(ctx, LITE_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op,
                            req);
 }

@@ -190,11 +190,8 @@ static int nonblocking(lite_ctx_t *ctx, int kind, const void *sendbuf, const siz
 LITE_API int lite_ialltoall(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
                             int dtype, lite_request_t **req)
 {
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf)) {
-        ctx->coll_seq++;
-        return lite_fail(ctx, -ENOTSUP,
-                         "ialltoall: device buffers need the blocking call (lite_alltoall)");
-    }
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
+        return lite_stage_ialltoall(ctx, sendbuf, recvbuf, count, dtype, req);
     return nonblocking(ctx, LITE_COLL_ALLTOALL, sendbuf, NULL, NULL, recvbuf, NULL, NULL, count,
                        dtype, req);
 }

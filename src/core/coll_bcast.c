@@ -115,11 +115,8 @@ LITE_API int lite_ibcast(lite_ctx_t *ctx, void *buf, size_t count, int dtype, in
         ctx->coll_seq++;
         return lite_fail(ctx, -EINVAL, "ibcast: NULL request pointer");
     }
-    if (ctx && lite_stage_coll_dev(buf, NULL)) {
-        ctx->coll_seq++;
-        return lite_fail(ctx, -ENOTSUP,
-                         "ibcast: device buffers need the blocking call (lite_bcast)");
-    }
+    if (ctx && lite_stage_coll_dev(buf, NULL))
+        return lite_stage_ibcast(ctx, buf, count, dtype, root, req);
     struct lite_coll_op *op;
     int rc = start(ctx, buf, count, dtype, root, &op);
     if (!op)

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "gpu_stage.h"
 #include "reduce.h"
 
 #define DUE_NEVER UINT32_MAX
@@ -770,6 +771,8 @@ static int finish_request(struct lite_ctx *ctx, struct lite_request *req, lite_s
 {
     struct lite_coll_op *op = req->coll;
     int err = op->error;
+    if (req->stage) /* device buffers: the result leaves the bounce buffer before "done" */
+        lite_stage_coll_end(req, err);
     if (status) {
         status->peer = -1;
         status->tag = req->tag;

@@ -279,8 +279,40 @@ int lite_stage_irecv(struct lite_ctx *ctx, int peer, uint64_t tag, void *buf, si
     return 0;
 }
 
+/* A staged non-blocking collective: its bounce buffers, and where its result goes. */
+struct stage_coll {
+    void *b[2];
+    void *dst;       /* device (or host) destination, NULL: nothing to copy out */
+    const void *src; /* the result in a bounce buffer */
+    size_t len;
+};
+
+static void coll_end(struct lite_request *r, int err)
+{
+    struct stage_coll *sc = r->stage;
+    r->stage = NULL;
+    if (err) /* the op may still be moving bytes: never reuse its buffers */
+        return;
+    if (sc->dst && copy_any(sc->dst, sc->src, sc->len) != 0)
+        LITE_ERROR("gpu: a staged non-blocking collective could not copy its result to %p",
+                   sc->dst);
+    lite_stage_put(sc->b[0]);
+    lite_stage_put(sc->b[1]);
+    free(sc);
+}
+
+void lite_stage_coll_end(struct lite_request *r, int err)
+{
+    if (r->stage)
+        coll_end(r, err);
+}
+
 void lite_stage_req_end(struct lite_request *r)
 {
+    if (r->kind == LITE_REQ_COLL) {
+        coll_end(r, 0);
+        return;
+    }
     if (r->stage_dst && r->kind == LITE_REQ_RECV && r->state == LITE_REQ_DONE && !r->error &&
         copy_any(r->stage_dst, r->stage, r->bytes) != 0)
         r->error = -EIO; /* logged by the loader */
@@ -560,4 +592,130 @@ int lite_stage_alltoallv(struct lite_ctx *ctx, const void *sendbuf, const size_t
             rc = stage_fail(ctx, rc, "alltoallv");
     }
     return bufs_end(&sb, rc);
+}
+
+/* ---- non-blocking collectives: whole buffers staged, the result copied out at completion ---- */
+
+/* Attach the staging to the request the host collective returned, or give it up. */
+static int attach(struct lite_ctx *ctx, int rc, struct lite_request **req, struct stage_bufs *sb,
+                  void *dst, const void *src, size_t len)
+{
+    if (rc)
+        return bufs_end(sb, rc);
+    struct stage_coll *sc = malloc(sizeof(*sc));
+    if (!sc) {
+        /* the collective runs: wait for it, then copy (rare: out of memory) */
+        rc = lite_wait(ctx, *req, LITE_TIMEOUT_DEFAULT, NULL);
+        *req = NULL;
+        if (!rc && dst && (rc = copy_any(dst, src, len)))
+            rc = stage_fail(ctx, rc, "non-blocking collective");
+        return bufs_end(sb, rc);
+    }
+    *sc = (struct stage_coll){.b = {sb->b[0], sb->b[1]}, .dst = dst, .src = src, .len = len};
+    (*req)->stage = sc;
+    return 0;
+}
+
+int lite_stage_iallreduce(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                          int dtype, int op, struct lite_request **req)
+{
+    size_t es = lite_dtype_size(dtype);
+    if (es == 0 || !recvbuf || !sendbuf || !req || lite_reduce_check(dtype, op))
+        return bad_args(ctx, "iallreduce", dtype);
+    const void *src = sendbuf == LITE_IN_PLACE ? recvbuf : sendbuf;
+    struct stage_bufs sb;
+    int rc = bufs_get(ctx, &sb, count * es, 0, "iallreduce");
+    if (rc)
+        return rc;
+    if ((rc = copy_any(sb.b[0], src, count * es))) {
+        ctx->coll_seq++;
+        return bufs_end(&sb, stage_fail(ctx, rc, "iallreduce"));
+    }
+    rc = lite_iallreduce(ctx, LITE_IN_PLACE, sb.b[0], count, dtype, op, req);
+    return attach(ctx, rc, req, &sb, recvbuf, sb.b[0], count * es);
+}
+
+int lite_stage_ireduce_scatter(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf,
+                               size_t recvcount, int dtype, int op, struct lite_request **req)
+{
+    size_t es = lite_dtype_size(dtype);
+    int n = ctx->s.world_size, me = ctx->s.rank;
+    if (es == 0 || !recvbuf || !sendbuf || !req || lite_reduce_check(dtype, op))
+        return bad_args(ctx, "ireduce_scatter", dtype);
+    const unsigned char *in = sendbuf == LITE_IN_PLACE ? recvbuf : sendbuf;
+    unsigned char *out =
+        sendbuf == LITE_IN_PLACE ? (unsigned char *)recvbuf + (size_t)me * recvcount * es : recvbuf;
+    size_t total = (size_t)n * recvcount * es;
+    struct stage_bufs sb;
+    int rc = bufs_get(ctx, &sb, total, 0, "ireduce_scatter");
+    if (rc)
+        return rc;
+    if ((rc = copy_any(sb.b[0], in, total))) {
+        ctx->coll_seq++;
+        return bufs_end(&sb, stage_fail(ctx, rc, "ireduce_scatter"));
+    }
+    unsigned char *h = sb.b[0];
+    rc = lite_ireduce_scatter(ctx, LITE_IN_PLACE, h, recvcount, dtype, op, req);
+    return attach(ctx, rc, req, &sb, out, h + (size_t)me * recvcount * es, recvcount * es);
+}
+
+int lite_stage_ibcast(struct lite_ctx *ctx, void *buf, size_t count, int dtype, int root,
+                      struct lite_request **req)
+{
+    size_t es = lite_dtype_size(dtype);
+    if (es == 0 || !req || root < 0 || root >= ctx->s.world_size)
+        return bad_args(ctx, "ibcast", dtype);
+    struct stage_bufs sb;
+    int rc = bufs_get(ctx, &sb, count * es, 0, "ibcast");
+    if (rc)
+        return rc;
+    bool am_root = root == ctx->s.rank;
+    if (am_root && (rc = copy_any(sb.b[0], buf, count * es))) {
+        ctx->coll_seq++;
+        return bufs_end(&sb, stage_fail(ctx, rc, "ibcast"));
+    }
+    rc = lite_ibcast(ctx, sb.b[0], count, dtype, root, req);
+    return attach(ctx, rc, req, &sb, am_root ? NULL : buf, sb.b[0], count * es);
+}
+
+int lite_stage_iallgather(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                          int dtype, struct lite_request **req)
+{
+    size_t es = lite_dtype_size(dtype);
+    int n = ctx->s.world_size, me = ctx->s.rank;
+    if (es == 0 || !recvbuf || !sendbuf || !req)
+        return bad_args(ctx, "iallgather", dtype);
+    size_t blk = count * es;
+    unsigned char *mine = (unsigned char *)recvbuf + (size_t)me * blk;
+    const void *in = sendbuf == LITE_IN_PLACE ? mine : sendbuf;
+    struct stage_bufs sb;
+    int rc = bufs_get(ctx, &sb, (size_t)n * blk, 0, "iallgather");
+    if (rc)
+        return rc;
+    unsigned char *h = sb.b[0];
+    if ((rc = copy_any(h + (size_t)me * blk, in, blk))) {
+        ctx->coll_seq++;
+        return bufs_end(&sb, stage_fail(ctx, rc, "iallgather"));
+    }
+    rc = lite_iallgather(ctx, LITE_IN_PLACE, h, count, dtype, req);
+    return attach(ctx, rc, req, &sb, recvbuf, h, (size_t)n * blk);
+}
+
+int lite_stage_ialltoall(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                         int dtype, struct lite_request **req)
+{
+    size_t es = lite_dtype_size(dtype);
+    if (es == 0 || !recvbuf || !sendbuf || sendbuf == LITE_IN_PLACE || !req)
+        return bad_args(ctx, "ialltoall", dtype);
+    size_t total = (size_t)ctx->s.world_size * count * es;
+    struct stage_bufs sb;
+    int rc = bufs_get(ctx, &sb, total, total, "ialltoall");
+    if (rc)
+        return rc;
+    if ((rc = copy_any(sb.b[0], sendbuf, total))) {
+        ctx->coll_seq++;
+        return bufs_end(&sb, stage_fail(ctx, rc, "ialltoall"));
+    }
+    rc = lite_ialltoall(ctx, sb.b[0], sb.b[1], count, dtype, req);
+    return attach(ctx, rc, req, &sb, recvbuf, sb.b[1], total);
 }

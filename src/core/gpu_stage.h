@@ -83,6 +83,20 @@ int lite_stage_irecv(struct lite_ctx *ctx, int peer, uint64_t tag, void *buf, si
  * device, and the bounce buffer is returned. */
 void lite_stage_req_end(struct lite_request *r);
 
+/* A staged non-blocking collective's request ends (coll_engine.c): on success its result goes
+ * to the caller's buffer and the bounce buffers are returned; after an error they are kept. */
+void lite_stage_coll_end(struct lite_request *r, int err);
+int lite_stage_iallreduce(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                          int dtype, int op, struct lite_request **req);
+int lite_stage_ireduce_scatter(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf,
+                               size_t recvcount, int dtype, int op, struct lite_request **req);
+int lite_stage_ibcast(struct lite_ctx *ctx, void *buf, size_t count, int dtype, int root,
+                      struct lite_request **req);
+int lite_stage_iallgather(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                          int dtype, struct lite_request **req);
+int lite_stage_ialltoall(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                         int dtype, struct lite_request **req);
+
 /* Collectives over device buffers (either buffer on the device; the other may be host). */
 bool lite_stage_coll_dev(const void *sendbuf, const void *recvbuf);
 int lite_stage_allreduce(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,

@@ -194,18 +194,36 @@ static void colls(lite_ctx_t *ctx, int world)
         for (size_t i = 0; i < 7 * 4; i++)
             CHECK(back[(rd[p] + rcn[p]) * 4 + i] == 0xA5, "alltoallv wrote into a gap");
     }
-    /* non-blocking collectives refuse device buffers with a clear error */
-    lite_request_t *req = NULL;
-    int rc = lite_iallreduce(ctx, din, dout, 16, LITE_F32, LITE_SUM, &req);
-    CHECK(rc == -ENOTSUP && strstr(lite_last_error(ctx), "device buffers"), "iallreduce: %d", rc);
+    /* non-blocking: an allreduce and an allgather outstanding together, waited in reverse */
+    size_t an = (1u << 20) + 3;
+    for (size_t i = 0; i < an * 4; i++)
+        hin[i] = pat(rank, 300, i) & 0x3F;
+    to_dev(din, hin, an * 4);
+    fill_pat(hin + an * 4, 4096, rank, 301);
+    void *dg = dev_alloc(4096 * (size_t)world), *dgin = dev_alloc(4096);
+    to_dev(dgin, hin + an * 4, 4096);
+    lite_request_t *ra = NULL, *rg = NULL;
+    OK(ctx, lite_iallreduce(ctx, din, dout, an, LITE_F32, LITE_SUM, &ra));
+    OK(ctx, lite_iallgather(ctx, dgin, dg, 4096, LITE_U8, &rg));
+    OK(ctx, lite_wait(ctx, rg, LITE_TIMEOUT_DEFAULT, NULL));
+    OK(ctx, lite_wait(ctx, ra, LITE_TIMEOUT_DEFAULT, NULL));
+    OK(ctx, lite_allreduce(ctx, hin, hout, an, LITE_F32, LITE_SUM, LITE_TIMEOUT_DEFAULT));
+    from_dev(back, dout, an * 4);
+    CHECK(memcmp(back, hout, an * 4) == 0, "iallreduce: device result differs from host");
+    from_dev(back, dg, 4096 * (size_t)world);
+    for (int r = 0; r < world; r++)
+        check_pat(back + (size_t)r * 4096, 4096, r, 301, "iallgather");
+    lite_gpu_mem_free(dg);
+    lite_gpu_mem_free(dgin);
     lite_gpu_mem_free(din);
     lite_gpu_mem_free(dout);
     free(hin);
     free(hout);
     free(back);
     if (rank == 0)
-        printf("collectives: device buffers give the host-buffer bytes (allreduce sum/avg, "
-               "reduce_scatter, bcast, allgather, alltoall, alltoallv): ok\n");
+        printf(
+            "collectives: device buffers give the host-buffer bytes (allreduce sum/avg, "
+            "reduce_scatter, bcast, allgather, alltoall, alltoallv, iallreduce, iallgather): ok\n");
 }
 
 /* One-sided between device regions: write, write_imm, read, paged, scatter. */

@@ -46,7 +46,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
         -DLITE_BUILD_EXAMPLES=OFF >"$OUT_DIR/build.log" 2>&1
 fi
 targets="litetx litetx-run test_gpu_cpu gpu_kernels gpu_mp gpu_bench"
-for t in test_gpu_abi test_kernel_ops; do
+for t in test_gpu_abi test_kernel_ops litetx_fake_cuda; do
     if cmake --build "$BUILD" --target help 2>/dev/null | grep -q " $t\$"; then
         targets="$targets $t"
     fi

@@ -39,6 +39,7 @@
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,8 @@ struct qconn {
     uint8_t *dst;
     void *token;
     uint8_t *small; /* SMALL_MAX bytes: a short payload split across packets */
+    uint8_t *park;  /* stream bytes that came while parked (replayed at unpark) */
+    size_t park_len, park_cap;
     bool small_mode;
     int64_t born_ns;
     char desc[80];
@@ -138,7 +141,12 @@ struct lite_transport {
     char *lost_why;  /* connect_all: why each rank failed, WHY_LEN bytes each */
     bool connecting; /* inside connect_all: failures are recorded, not reported */
     bool closing;    /* inside close: no upcalls */
-    int in_ng;       /* inside ngtcp2 calls: msg_send only queues */
+    /* Parked: between connect_all and the core's first call, a thread keeps the pairs moving
+     * (the core's bootstrap barrier makes no progress), holding back what is for the core. */
+    bool parked;
+    int park_stop;
+    pthread_t parker;
+    int in_ng; /* inside ngtcp2 calls: msg_send only queues */
     bool gso, gro;
     size_t max_payload;
     uint64_t idle_ns;
@@ -727,6 +735,22 @@ static int cb_recv_stream(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64
         c->rx_sid = sid;
     else if (sid != c->rx_sid)
         return proto_error(c, -LITE_ERR_PROTOCOL, "it opened a second stream%s", NULL);
+    if (c->t->parked) {
+        /* Kept for the core; the windows stay where they are until it takes them. */
+        if (c->park_len + len > c->park_cap) {
+            size_t cap = c->park_cap ? c->park_cap : 65536;
+            while (cap < c->park_len + len)
+                cap *= 2;
+            uint8_t *b = realloc(c->park, cap);
+            if (!b)
+                return proto_error(c, -ENOMEM, "out of memory%s", NULL);
+            c->park = b;
+            c->park_cap = cap;
+        }
+        memcpy(c->park + c->park_len, data, len);
+        c->park_len += len;
+        return 0;
+    }
     /* Taken at once (into the core's buffers): the windows reopen by what arrived. */
     ngtcp2_conn_extend_max_stream_offset(conn, sid, len);
     ngtcp2_conn_extend_max_offset(conn, len);
@@ -793,6 +817,7 @@ static void conn_free(struct qconn *c)
     if (c->tls)
         gnutls_deinit(c->tls);
     free(c->small);
+    free(c->park);
     t->slots[c->slot] = NULL;
     for (int r = 0; r < t->world; r++)
         if (t->by_rank[r] == c)
@@ -1187,6 +1212,63 @@ static int pass(struct lite_transport *t, int timeout_ms)
     return t->events;
 }
 
+/* ---- parking (between connect_all and the core's first call) ---- */
+
+static void *park_main(void *arg)
+{
+    struct lite_transport *t = arg;
+    while (!__atomic_load_n(&t->park_stop, __ATOMIC_ACQUIRE))
+        pass(t, 5);
+    return NULL;
+}
+
+static void park(struct lite_transport *t)
+{
+    t->connecting = true; /* failures are recorded, reported at unpark */
+    t->parked = true;
+    t->park_stop = 0;
+    if (pthread_create(&t->parker, NULL, park_main, t) != 0) {
+        t->parked = false;
+        t->connecting = false;
+    }
+}
+
+/* The core is back: stop the thread, hand over what it held, report what failed meanwhile. */
+static void unpark(struct lite_transport *t)
+{
+    if (!t->parked)
+        return;
+    __atomic_store_n(&t->park_stop, 1, __ATOMIC_RELEASE);
+    pthread_join(t->parker, NULL);
+    t->parked = false;
+    t->connecting = false;
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        struct qconn *c = t->slots[i];
+        if (!c || c->dead || !c->park_len)
+            continue;
+        size_t n = c->park_len;
+        c->park_len = 0;
+        t->in_ng++; /* like a callback: posts from the upcalls only queue */
+        int rc = rx_bytes(c, c->park, n);
+        t->in_ng--;
+        if (rc) {
+            conn_close_error(c, c->fail_code == -EACCES ? APP_REFUSED : APP_PROTO, 0, "refused");
+            conn_fail(c, c->fail_code, c->fail_why);
+            continue;
+        }
+        ngtcp2_conn_extend_max_stream_offset(c->conn, c->rx_sid, n);
+        ngtcp2_conn_extend_max_offset(c->conn, n);
+        c->want_write = true;
+    }
+    for (int r = 0; r < t->world; r++) {
+        const char *why = t->lost_why + (size_t)r * WHY_LEN;
+        if (r != t->rank && why[0] && !t->failed[r] && !t->closing) {
+            t->failed[r] = true;
+            t->up->peer_failed(t->core, r, -LITE_ERR_PEER_LOST, why);
+        }
+    }
+}
+
 /* ---- the ops ---- */
 
 static int quic_probe(char *why, size_t why_len)
@@ -1348,6 +1430,7 @@ static void quic_close(struct lite_transport *t)
     if (!t)
         return;
     t->closing = true; /* no upcalls from here on */
+    unpark(t);
     /* Linger until what this rank sent was acknowledged (the last barrier message, say), then
      * say BYE: the peers report -ESHUTDOWN, not a loss. */
     int64_t until = lite_now_ns() + (int64_t)LINGER_MS * 1000000;
@@ -1446,15 +1529,8 @@ static int quic_connect_all(struct lite_transport *t, const void *const *blobs, 
             rc = -LITE_ERR_PEER_LOST;
             break;
         }
-        if (!missing) {
-            /* Answer what is still on its way (a HELLO sent again because our acknowledgement
-             * was lost) until the pairs are quiet for a moment. */
-            int64_t start = lite_now_ns(), last = start;
-            while (lite_now_ns() - last < 30000000 && lite_now_ns() - start < 300000000)
-                if (pass(t, 5) > 0)
-                    last = lite_now_ns();
+        if (!missing)
             break;
-        }
         if (lite_now_ns() > deadline_ns) {
             size_t used = (size_t)snprintf(why, why_len, "quic: no connection with rank");
             for (int r = 0; r < t->world && used < why_len; r++) {
@@ -1468,6 +1544,8 @@ static int quic_connect_all(struct lite_transport *t, const void *const *blobs, 
         pass(t, 10);
     }
     t->connecting = false;
+    if (!rc)
+        park(t); /* the bootstrap barrier follows, during which the core makes no progress */
     return rc;
 }
 
@@ -1476,6 +1554,7 @@ static int post(struct lite_transport *t, int peer, const struct lite_msg_hdr *h
 {
     if (peer < 0 || peer >= t->world || peer == t->rank)
         return -EINVAL;
+    unpark(t);
     struct qconn *c = t->by_rank[peer];
     if (t->failed[peer] || !c || c->dead)
         return t->failed[peer] ? -LITE_ERR_PEER_LOST : -EINVAL;
@@ -1512,6 +1591,7 @@ static int quic_msg_inject(struct lite_transport *t, int peer, const struct lite
 
 static int quic_progress(struct lite_transport *t, int timeout_ms)
 {
+    unpark(t);
     return pass(t, timeout_ms);
 }
 

@@ -297,26 +297,34 @@ static void wl_coll(lite_ctx_t *ctx, int rank, int world, int rounds)
     free(b);
 }
 
-/* The restarted process: listens at the victim's address once the victim is gone, reads what
- * comes and closes each connection (as a new incarnation refuses a resume meant for the old). */
-static void stand_in(int port, double secs)
+/* The restarted process: the victim's listening socket is kept (so the address never stops
+ * listening, as when a new process binds it at once), every other descriptor of the victim is
+ * closed; it accepts, reads what comes and closes each connection, as a new incarnation refuses
+ * a resume meant for its predecessor. */
+static void stand_in(int port, double secs, pid_t victim)
 {
-    pid_t parent = getppid();
-    while (getppid() == parent)
+    int lfd = -1;
+    for (int fd = 3; fd < 1024; fd++) {
+        struct sockaddr_in a;
+        socklen_t al = sizeof(a);
+        int acc = 0;
+        socklen_t ol = sizeof(acc);
+        if (lfd < 0 && getsockname(fd, (struct sockaddr *)&a, &al) == 0 &&
+            a.sin_family == AF_INET && ntohs(a.sin_port) == port &&
+            getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &ol) == 0 && acc) {
+            lfd = fd;
+            continue;
+        }
+        close(fd);
+    }
+    for (int i = 0; i < 10000 && getppid() == victim; i++)
         usleep(1000);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     double end = now_s() + secs;
-    while (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 && now_s() < end)
-        usleep(10000);
-    listen(fd, 16);
-    while (now_s() < end) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (lfd >= 0 && now_s() < end) {
+        struct pollfd p = {.fd = lfd, .events = POLLIN};
         if (poll(&p, 1, 100) <= 0)
             continue;
-        int c = accept(fd, NULL, NULL);
+        int c = accept(lfd, NULL, NULL);
         if (c < 0)
             continue;
         char buf[4096];
@@ -338,14 +346,24 @@ static void restart(lite_ctx_t *ctx, int rank, int victim)
     lite_request_t *r1, *r2;
     CHECK_RC(ctx, lite_barrier(ctx, TMO));
     if (rank == victim) {
+        pid_t me = getpid();
         if (fork() == 0)
-            stand_in(atoi(pb) + victim, budget + 4);
+            stand_in(atoi(pb) + victim, budget + 1.5, me);
         /* ops of the survivor's still pending here: gone with the process */
         _exit(0);
     }
     CHECK_RC(ctx, lite_irecv(ctx, other, 7, small, sizeof(small), &r1));
     CHECK_RC(ctx, lite_isend(ctx, other, 7, big, sizeof(big), &r2));
     double t0 = now_s();
+    /* Notice the break; the redials and probes then meet a live listener that is not the old
+     * process. */
+    lite_peer_stats_t st = {.struct_size = sizeof(st)};
+    for (int i = 0; i < 5000 && st.breaks == 0; i++) {
+        CHECK_RC(ctx, lite_progress(ctx));
+        CHECK_RC(ctx, lite_peer_query(ctx, other, &st));
+        usleep(1000);
+    }
+    CHECK(st.breaks == 1, "the link did not break (%llu)", (unsigned long long)st.breaks);
     int rc1 = lite_wait(ctx, r1, TMO, NULL), rc2 = lite_wait(ctx, r2, TMO, NULL);
     double took = now_s() - t0;
     printf("rank %d: pending ops ended %d / %d after %.2f s (budget %.1f s): %s\n", rank, rc1, rc2,
@@ -353,7 +371,6 @@ static void restart(lite_ctx_t *ctx, int rank, int victim)
     CHECK(rc1 == -LITE_ERR_PEER_LOST && rc2 == -LITE_ERR_PEER_LOST, "want PEER_LOST, got %d / %d",
           rc1, rc2);
     CHECK(took < budget + 3, "took %.1f s for a budget of %.1f s", took, budget);
-    lite_peer_stats_t st = {.struct_size = sizeof(st)};
     CHECK_RC(ctx, lite_peer_query(ctx, other, &st));
     CHECK(st.resumes == 0, "a link was resumed into the restarted process (%llu)",
           (unsigned long long)st.resumes);

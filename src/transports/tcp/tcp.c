@@ -2212,6 +2212,12 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
         t->listen_fd = lite_sock_tcp(t->addr.ss_family);
         rc = t->listen_fd < 0 ? t->listen_fd : 0;
     }
+    if (!rc) {
+        /* A fixed port (LITETX_TCP_PORT) can be listened on again at once after a job ends,
+         * despite its connections in TIME_WAIT (never two listeners: Linux refuses that). */
+        int one = 1;
+        setsockopt(t->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    }
     if (!rc && (bind(t->listen_fd, (struct sockaddr *)&t->addr, t->addr_len) != 0 ||
                 listen(t->listen_fd, SOMAXCONN) != 0)) {
         rc = -errno;

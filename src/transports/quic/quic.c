@@ -270,10 +270,11 @@ static void send_batch(struct lite_transport *t, struct qconn *c, const uint8_t 
 }
 
 /* Give ngtcp2 the queued stream bytes from the write cursor on. */
-static size_t build_vecs(struct qconn *c, ngtcp2_vec *v, size_t max)
+static size_t build_vecs(struct qconn *c, ngtcp2_vec *v, size_t max, bool *all)
 {
     size_t n = 0, pos = c->wpos;
-    for (struct qmsg *m = c->wcur; m && n < max; m = m->next, pos = 0) {
+    struct qmsg *m = c->wcur;
+    for (; m && n < max; m = m->next, pos = 0) {
         if (pos < LITE_WIRE_HDR_LEN) {
             v[n].base = m->hdr + pos;
             v[n].len = LITE_WIRE_HDR_LEN - pos;
@@ -285,8 +286,11 @@ static size_t build_vecs(struct qconn *c, ngtcp2_vec *v, size_t max)
             v[n].base = (uint8_t *)m->payload + (pos - LITE_WIRE_HDR_LEN);
             v[n].len = plen - (pos - LITE_WIRE_HDR_LEN);
             n++;
+        } else if (pos < m->total) {
+            break; /* out of vectors inside this message */
         }
     }
+    *all = m == NULL;
     return n;
 }
 
@@ -362,9 +366,12 @@ static void conn_write(struct lite_transport *t, struct qconn *c)
         int64_t sid = -1;
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_NONE;
         if (c->tx_sid >= 0 && c->wcur && !blocked) {
-            nv = build_vecs(c, vec, 16);
+            bool all;
+            nv = build_vecs(c, vec, 16, &all);
             sid = c->tx_sid;
-            flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
+            /* MORE only when queued bytes remain past these vectors: a lone message is one
+             * call (an 8-byte ping's packet is done at once). */
+            flags = all ? NGTCP2_WRITE_STREAM_FLAG_NONE : NGTCP2_WRITE_STREAM_FLAG_MORE;
         }
         ngtcp2_path_storage ps;
         ngtcp2_path_storage_zero(&ps);

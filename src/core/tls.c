@@ -7,16 +7,6 @@
  * from the socket into the session's read buffer (read-ahead: many records per recv). When the
  * kernel offers the tls ULP, the socket BIO is used instead, so that SSL_OP_ENABLE_KTLS can
  * move the record layer into the kernel.
- *
- * Application data going out is protected here, not by SSL_write, once the handshake is done:
- * OpenSSL copies plaintext into its record buffer and encrypts it there, and the batch would
- * copy each record again; instead each record is encrypted straight from the caller's buffer
- * into the batch (RFC 8446 5.2-5.3: AES-GCM, nonce = iv ^ sequence number, the record header as
- * additional data, the content type after the data), with the key and iv derived from this
- * side's application traffic secret (the keylog callback hands it over; HKDF-Expand-Label, RFC
- * 8446 7.1-7.3). The peer's SSL_read takes these records like any other: OpenSSL writes no
- * application record of its own on these connections (no tickets, no key updates asked, no
- * close_notify), so the sequence numbers agree. Reads stay with OpenSSL.
  */
 #ifdef LITE_HAVE_TLS
 #include <errno.h>
@@ -28,10 +18,7 @@
 #include <sys/socket.h>
 
 #include <openssl/bio.h>
-#include <openssl/core_names.h>
 #include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/kdf.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -63,19 +50,7 @@ struct lite_tls_conn {
     size_t out_lo, out_hi, out_cap;
     /* Plaintext encrypted into out but not yet reported to the writer. */
     size_t held;
-    /* This side's application traffic secret (from the keylog callback), then the record
-     * protection derived from it: wctx set, SSL_write is no longer used for data. */
-    uint8_t secret[EVP_MAX_MD_SIZE];
-    size_t secret_len;
-    EVP_CIPHER_CTX *wctx;
-    uint8_t wiv[12];
-    uint64_t wseq;
 };
-
-#define REC_HDR   5
-#define REC_TAG   16
-#define REC_PLAIN 16384 /* data bytes per record (RFC 8446 5.1) */
-#define REC_MAX   (REC_HDR + REC_PLAIN + 1 + REC_TAG)
 
 static __thread char tls_err[160];
 static BIO_METHOD *batch_method;
@@ -231,122 +206,6 @@ static int psk_find(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION
     return *sess ? 1 : 0;
 }
 
-/* ---- this side's record protection ---- */
-
-/* OpenSSL hands over each secret as an NSS key log line: keep this side's application traffic
- * secret ("CLIENT_TRAFFIC_SECRET_0 <random> <hex>" for the client). */
-static void keylog(const SSL *ssl, const char *line)
-{
-    struct lite_tls_conn *c = SSL_get_app_data(ssl);
-    const char *want = SSL_is_server(ssl) ? "SERVER_TRAFFIC_SECRET_0 " : "CLIENT_TRAFFIC_SECRET_0 ";
-    if (!c || strncmp(line, want, strlen(want)) != 0)
-        return;
-    const char *hex = strrchr(line, ' ');
-    size_t n = hex ? strlen(++hex) / 2 : 0;
-    if (n == 0 || n > sizeof(c->secret))
-        return;
-    for (size_t i = 0; i < n; i++) {
-        unsigned v;
-        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-            return;
-        c->secret[i] = (uint8_t)v;
-    }
-    c->secret_len = n;
-}
-
-/* HKDF-Expand-Label(secret, label, "", len) (RFC 8446 7.1). */
-static bool expand_label(const EVP_MD *md, const uint8_t *secret, size_t slen, const char *label,
-                         uint8_t *out, size_t len)
-{
-    uint8_t info[2 + 1 + 6 + 16 + 1];
-    size_t ll = strlen(label), n = 0;
-    info[n++] = (uint8_t)(len >> 8);
-    info[n++] = (uint8_t)len;
-    info[n++] = (uint8_t)(6 + ll);
-    memcpy(info + n, "tls13 ", 6);
-    memcpy(info + n + 6, label, ll);
-    n += 6 + ll;
-    info[n++] = 0; /* no context */
-    EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
-    EVP_KDF_CTX *k = kdf ? EVP_KDF_CTX_new(kdf) : NULL;
-    int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
-    OSSL_PARAM p[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)EVP_MD_get0_name(md), 0),
-        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)secret, slen),
-        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, n),
-        OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode), OSSL_PARAM_construct_end()};
-    bool ok = k && EVP_KDF_derive(k, out, len, p) == 1;
-    EVP_KDF_CTX_free(k);
-    EVP_KDF_free(kdf);
-    return ok;
-}
-
-/* After the handshake: this side's records from now on are ours (see the top of the file).
- * Without the secret (or on any failure) data keeps going through SSL_write. */
-static void wkey_setup(struct lite_tls_conn *c)
-{
-    const SSL_CIPHER *sc = SSL_get_current_cipher(c->ssl);
-    int id = sc ? (int)(SSL_CIPHER_get_id(sc) & 0xffff) : 0;
-    const char *name = id == 0x1301 ? "AES-128-GCM" : id == 0x1302 ? "AES-256-GCM" : NULL;
-    const EVP_MD *md = sc ? SSL_CIPHER_get_handshake_digest(sc) : NULL;
-    if (!name || !md || !c->secret_len || !c->batched)
-        return;
-    EVP_CIPHER *cipher = EVP_CIPHER_fetch(NULL, name, NULL);
-    uint8_t key[32];
-    size_t klen = cipher ? (size_t)EVP_CIPHER_get_key_length(cipher) : 0;
-    EVP_CIPHER_CTX *x = cipher ? EVP_CIPHER_CTX_new() : NULL;
-    if (x && klen <= sizeof(key) && expand_label(md, c->secret, c->secret_len, "key", key, klen) &&
-        expand_label(md, c->secret, c->secret_len, "iv", c->wiv, sizeof(c->wiv)) &&
-        EVP_EncryptInit_ex2(x, cipher, key, NULL, NULL) == 1) {
-        c->wctx = x;
-        x = NULL;
-    }
-    OPENSSL_cleanse(key, sizeof(key));
-    OPENSSL_cleanse(c->secret, sizeof(c->secret));
-    EVP_CIPHER_CTX_free(x);
-    EVP_CIPHER_free(cipher);
-    if (!c->wctx)
-        LITE_DEBUG("tls: this side's records stay with SSL_write (no key for them)");
-}
-
-/* Encrypt n (<= REC_PLAIN) bytes of data as one application record at the end of out. */
-static bool seal(struct lite_tls_conn *c, const uint8_t *data, size_t n)
-{
-    if (c->out_hi + REC_MAX > c->out_cap) {
-        size_t cap = c->out_cap ? c->out_cap : 16 * 1024;
-        while (cap < c->out_hi + REC_MAX)
-            cap *= 2;
-        uint8_t *p = realloc(c->out, cap);
-        if (!p)
-            return false;
-        c->out = p;
-        c->out_cap = cap;
-    }
-    uint8_t *h = c->out + c->out_hi, *body = h + REC_HDR, nonce[12], type = 0x17;
-    size_t clen = n + 1 + REC_TAG;
-    h[0] = 0x17; /* application_data, the outer type of every protected record */
-    h[1] = 0x03;
-    h[2] = 0x03;
-    h[3] = (uint8_t)(clen >> 8);
-    h[4] = (uint8_t)clen;
-    memcpy(nonce, c->wiv, 12);
-    for (int i = 0; i < 8; i++)
-        nonce[11 - i] ^= (uint8_t)(c->wseq >> (8 * i));
-    int l1 = 0, l2 = 0, l3 = 0, l4 = 0;
-    bool ok = EVP_EncryptInit_ex2(c->wctx, NULL, NULL, nonce, NULL) == 1 &&
-              EVP_EncryptUpdate(c->wctx, NULL, &l1, h, REC_HDR) == 1 &&
-              EVP_EncryptUpdate(c->wctx, body, &l2, data, (int)n) == 1 &&
-              EVP_EncryptUpdate(c->wctx, body + l2, &l3, &type, 1) == 1 &&
-              EVP_EncryptFinal_ex(c->wctx, body + l2 + l3, &l4) == 1 &&
-              (size_t)(l2 + l3 + l4) == n + 1 &&
-              EVP_CIPHER_CTX_ctrl(c->wctx, EVP_CTRL_AEAD_GET_TAG, REC_TAG, body + n + 1) == 1;
-    if (!ok)
-        return false;
-    c->wseq++;
-    c->out_hi += REC_HDR + clen;
-    return true;
-}
-
 /* ---- context ---- */
 
 /* Does this kernel offer the tls ULP (kTLS)? */
@@ -404,7 +263,6 @@ int lite_tls_open(const struct lite_security *sec, struct lite_tls **out, char *
         SSL_CTX_set_read_ahead(ctx, 1);
         SSL_CTX_set_default_read_buffer_len(ctx, RX_BUF);
         SSL_CTX_set_app_data(ctx, tls);
-        SSL_CTX_set_keylog_callback(ctx, keylog);
     }
     if (ok && sec->mode == LITE_SEC_CA) {
         step = "loading the certificate, key and CA";
@@ -463,7 +321,6 @@ struct lite_tls_conn *lite_tls_conn_new(struct lite_tls *tls, int fd, bool clien
         lite_tls_conn_free(c);
         return NULL;
     }
-    SSL_set_app_data(c->ssl, c);
     if (client)
         SSL_set_connect_state(c->ssl);
     else
@@ -476,8 +333,6 @@ void lite_tls_conn_free(struct lite_tls_conn *c)
     if (!c)
         return;
     SSL_free(c->ssl);
-    EVP_CIPHER_CTX_free(c->wctx);
-    OPENSSL_cleanse(c->secret, sizeof(c->secret));
     free(c->out);
     free(c);
 }
@@ -495,8 +350,6 @@ int lite_tls_handshake(struct lite_tls_conn *c, bool *want_write, char *why, siz
     if (out_flush(c) != 0 && (e == SSL_ERROR_NONE || e == SSL_ERROR_WANT_READ))
         e = SSL_ERROR_SYSCALL, saved = errno;
     if (e == SSL_ERROR_NONE) {
-        if (!c->hs_done)
-            wkey_setup(c);
         c->hs_done = true;
         if (!out_waiting(c))
             return 1;
@@ -624,20 +477,6 @@ ssize_t lite_tls_write(struct lite_tls_conn *c, const void *buf, size_t len, boo
         if (enc == len)
             break;
         size_t n = len - enc < LITE_TLS_TX_CHUNK ? len - enc : LITE_TLS_TX_CHUNK, wrote = 0;
-        if (c->wctx) {
-            for (size_t k = 0; k < n; k += REC_PLAIN)
-                if (!seal(c, (const uint8_t *)buf + enc + k,
-                          n - k < REC_PLAIN ? n - k : REC_PLAIN)) {
-                    lite_fmt(tls_err, sizeof(tls_err), "encrypting a record failed");
-                    if (done)
-                        return (ssize_t)done;
-                    errno = EPROTO;
-                    return -1;
-                }
-            enc += n;
-            c->held = enc - done;
-            continue;
-        }
         ERR_clear_error();
         /* Our BIO never refuses, so one call encrypts every record of the chunk. */
         int r = SSL_write_ex(ssl, (const uint8_t *)buf + enc, n, &wrote);

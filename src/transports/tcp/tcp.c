@@ -241,7 +241,8 @@ struct lite_transport {
     int listen_fd;
     struct sockaddr_storage addr;
     socklen_t addr_len;
-    struct conn *conns; /* ROLE_COUNT x world: by role, then by peer rank (see conn_of) */
+    struct sockaddr_storage adv; /* published address: addr, or LITETX_TCP_ADVERTISE_BASE's */
+    struct conn *conns;          /* ROLE_COUNT x world: by role, then by peer rank (see conn_of) */
     int nconns;
     struct route *routes; /* by peer */
     uint64_t bulk_min;    /* one-sided payloads this large go on the bulk connection; 0: never */
@@ -2236,6 +2237,25 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
                   "bytes and more (0: none)",
                   t->rank, host, lp, (unsigned long long)t->bulk_min);
     }
+    if (!rc) {
+        /* Test and deployment knob: publish 127.0.0.1:(A + rank) instead of the listening
+         * address, so that every dial to this rank (main, bulk, redial) goes through a proxy
+         * or port forward there. */
+        t->adv = t->addr;
+        long adv = lite_env_long("LITETX_TCP_ADVERTISE_BASE", 0, 65535, 0);
+        if (adv && adv + t->rank > 65535) {
+            LITE_ERROR("tcp rank %d: LITETX_TCP_ADVERTISE_BASE=%ld + rank is past port 65535",
+                       t->rank, adv);
+            rc = -LITE_ERR_CONFIG;
+        } else if (adv) {
+            struct sockaddr_in *a4 = (struct sockaddr_in *)&t->adv;
+            memset(&t->adv, 0, sizeof(t->adv));
+            a4->sin_family = AF_INET;
+            a4->sin_port = htons((uint16_t)(adv + t->rank));
+            a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            LITE_INFO("tcp rank %d: advertising 127.0.0.1 port %ld", t->rank, adv + t->rank);
+        }
+    }
     if (rc) {
         tcp_close(t);
         return rc;
@@ -2258,7 +2278,7 @@ static int tcp_addr_get(struct lite_transport *t, void *blob, size_t *len)
         return -ENOSPC;
     uint8_t *b = blob;
     b[1] = t->bulk_min ? BLOB_F_BULK : 0;
-    lite_sock_pack(&t->addr, &b[0], b + 2);
+    lite_sock_pack(&t->adv, &b[0], b + 2);
     lite_put64(b + 20, t->incarnation);
     *len = BLOB_LEN;
     return 0;
@@ -2554,6 +2574,8 @@ static int tcp_peer_stats(struct lite_transport *t, int peer, uint64_t *breaks, 
 /* The variables this backend reads (litetx-info --config; docs/CONFIG.md). */
 static const struct lite_tunable tcp_tunables[] = {
     {"LITETX_TCP_PORT", "any free port", "rank r listens on this port + r"},
+    {"LITETX_TCP_ADVERTISE_BASE", "the listening address",
+     "rank r publishes 127.0.0.1:(base + r) instead (a proxy or port forward there)"},
     {"LITETX_TCP_BULK_MIN", "262144 (0 when crowded)",
      "one-sided payloads this large use a bulk connection; 0: none"},
     {"LITETX_TCP_CONNECT", "auto",

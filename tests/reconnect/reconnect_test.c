@@ -15,8 +15,12 @@
  *     finalize and a new listener takes its address (a restarted process, which refuses what
  *     was meant for its predecessor); the survivor's pending ops must end -LITE_ERR_PEER_LOST
  *     within the reconnection budget, and nothing is resumed.
+ *   reconnect_test lost ROUNDS BOUND_S   (2 ranks, behind tests/reconnect/tcp_proxy): the link is
+ *     lost for good; every op ends within BOUND_S, failed ops place no wrong byte (see lost()).
+ * RECONNECT_MIN_BREAKS=N: the workloads also check this rank saw at least N breaks.
  */
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -378,8 +382,87 @@ static void restart(lite_ctx_t *ctx, int rank, int victim)
     exit(0);
 }
 
+/* A link that cannot be resumed (a tampered TLS record with reconnection off, a blackhole past
+ * the budget): both ranks post ROUNDS messages each way, as wl_send does, and every op must end
+ * within BOUND_S seconds (no hang): done with exact bytes, or with -LITE_ERR_PEER_LOST or
+ * -LITE_ERR_PROTOCOL, at least one of them failed; a failed receive's buffer holds only the
+ * right bytes or its initial fill (no corrupted byte was placed). */
+static void lost(lite_ctx_t *ctx, int rank, int rounds, double bound)
+{
+    const uint8_t fill = 0xee;
+    int p = 1 - rank, n = rounds, failed = 0, done = 0;
+    lite_request_t **rq = calloc((size_t)n * 2, sizeof(*rq));
+    uint8_t **sb = calloc((size_t)n, sizeof(*sb)), **rb = calloc((size_t)n, sizeof(*rb));
+    size_t *rlen = calloc((size_t)n, sizeof(*rlen));
+    CHECK_RC(ctx, lite_barrier(ctx, TMO));
+    for (int i = 0; i < n; i++) {
+        uint64_t s_out = ((uint64_t)rank << 40) ^ ((uint64_t)p << 32) ^ (uint64_t)i;
+        uint64_t s_in = ((uint64_t)p << 40) ^ ((uint64_t)rank << 32) ^ (uint64_t)i;
+        rng_state = s_in * 0x2545F4914F6CDD1Dull + 1;
+        rlen[i] = msg_size(rnd());
+        rb[i] = malloc(rlen[i] + 1);
+        memset(rb[i], fill, rlen[i] + 1);
+        CHECK_RC(ctx, lite_irecv(ctx, p, (uint64_t)i + 1, rb[i], rlen[i], &rq[2 * i]));
+        rng_state = s_out * 0x2545F4914F6CDD1Dull + 1;
+        size_t len = msg_size(rnd());
+        sb[i] = malloc(len + 1);
+        mp_fill(sb[i], len, rank, p, (uint32_t)i);
+        CHECK_RC(ctx, lite_isend(ctx, p, (uint64_t)i + 1, sb[i], len, &rq[2 * i + 1]));
+    }
+    double t0 = now_s();
+    for (int j = 0; j < 2 * n; j++) {
+        int left = (int)((bound - (now_s() - t0)) * 1000);
+        lite_status_t st;
+        int rc = lite_wait(ctx, rq[j], left > 1 ? left : 1, &st);
+        CHECK(rc != -ETIMEDOUT, "op %d still pending after %.1f s: a hang", j, bound);
+        CHECK(rc == 0 || rc == -LITE_ERR_PEER_LOST || rc == -LITE_ERR_PROTOCOL,
+              "op %d ended %d (%s), want 0, PEER_LOST or PROTOCOL", j, rc, lite_last_error(ctx));
+        if (rc) {
+            if (!failed)
+                printf("rank %d: first failed op ended %d after %.2f s: %s\n", rank, rc,
+                       now_s() - t0, lite_last_error(ctx));
+            failed++;
+        } else {
+            done++;
+        }
+        if (j % 2)
+            continue;
+        int i = j / 2;
+        uint8_t *want = malloc(rlen[i] + 1);
+        mp_fill(want, rlen[i], p, rank, (uint32_t)i);
+        for (size_t b = 0; b < rlen[i]; b++) {
+            bool ok = rc ? rb[i][b] == want[b] || rb[i][b] == fill : rb[i][b] == want[b];
+            CHECK(ok, "message %d from %d (%s): byte %zu is %#x, want %#x%s", i, p,
+                  rc ? "failed" : "done", b, rb[i][b], want[b], rc ? " or the fill" : "");
+        }
+        CHECK(rb[i][rlen[i]] == fill, "message %d: written past its end", i);
+        free(want);
+    }
+    double took = now_s() - t0;
+    printf("rank %d: %d op(s) done, %d failed, all ended in %.2f s\n", rank, done, failed, took);
+    CHECK(failed > 0, "no op failed: the link was never lost");
+    CHECK(took < bound, "took %.1f s (bound %.0f s)", took, bound);
+    for (int i = 0; i < n; i++) {
+        free(sb[i]);
+        free(rb[i]);
+    }
+    free(sb);
+    free(rb);
+    free(rq);
+    free(rlen);
+    lite_finalize(ctx); /* the peer is lost: its result says so */
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "lost")) {
+        if (strcmp(mp_transport(), "tcp") != 0)
+            mp_skip("reconnection is a tcp backend feature");
+        lite_ctx_t *ctx = mp_init();
+        CHECK(lite_world_size(ctx) == 2, "lost runs on 2 ranks");
+        lost(ctx, lite_rank(ctx), atoi(argv[2]), atof(argv[3]));
+    }
     if (argc == 3 && !strcmp(argv[1], "restart")) {
         if (strcmp(mp_transport(), "tcp") != 0)
             mp_skip("reconnection is a tcp backend feature");
@@ -433,6 +516,11 @@ int main(int argc, char **argv)
           (unsigned long long)resumes);
     if (nbreaks > 0 && world == 2)
         CHECK(breaks > 0, "no connection broke: the test exercised nothing");
+    /* a break made from outside (a proxy's tampering or blackhole) must have happened */
+    const char *mb = getenv("RECONNECT_MIN_BREAKS");
+    if (mb)
+        CHECK(breaks >= strtoull(mb, NULL, 10), "%llu break(s), want at least %s",
+              (unsigned long long)breaks, mb);
     printf("rank %d: %s done in %.2f s\n", rank, wl, took);
     CHECK(took < DEADLINE, "took %.1f s (deadline %.0f s)", took, DEADLINE);
     CHECK_RC(ctx, lite_finalize(ctx));

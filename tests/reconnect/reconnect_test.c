@@ -383,18 +383,32 @@ static void restart(lite_ctx_t *ctx, int rank, int victim)
 }
 
 /* A link that cannot be resumed (a tampered TLS record with reconnection off, a blackhole past
- * the budget): both ranks post ROUNDS messages each way, as wl_send does, and every op must end
- * within BOUND_S seconds (no hang): done with exact bytes, or with -LITE_ERR_PEER_LOST or
- * -LITE_ERR_PROTOCOL, at least one of them failed; a failed receive's buffer holds only the
- * right bytes or its initial fill (no corrupted byte was placed). */
+ * the budget): both ranks post 32 MiB of writes and ROUNDS messages each way (as wl_send does),
+ * and every op must end within BOUND_S seconds (no hang): done with exact bytes, or with
+ * -LITE_ERR_PEER_LOST or -LITE_ERR_PROTOCOL, at least one of them failed; a failed receive's
+ * buffer, and the region the peer writes, hold only the right bytes or their initial fill (no
+ * corrupted byte was placed). */
+#define LOST_WRITES 32 /* 1 MiB writes each way */
 static void lost(lite_ctx_t *ctx, int rank, int rounds, double bound)
 {
     const uint8_t fill = 0xee;
     int p = 1 - rank, n = rounds, failed = 0, done = 0;
-    lite_request_t **rq = calloc((size_t)n * 2, sizeof(*rq));
+    lite_request_t **rq = calloc((size_t)n * 2 + LOST_WRITES, sizeof(*rq));
     uint8_t **sb = calloc((size_t)n, sizeof(*sb)), **rb = calloc((size_t)n, sizeof(*rb));
     size_t *rlen = calloc((size_t)n, sizeof(*rlen));
+    struct regions g;
+    regions_open(ctx, 2, &g);
+    mp_fill(g.src, REGION, rank, 0, 7);
+    memset(g.dst, fill, REGION);
     CHECK_RC(ctx, lite_barrier(ctx, TMO));
+    /* Writes first: their payloads are pushed without waiting for the peer, so each rank has
+     * far more bytes queued than socket buffers hold, and a stalled path leaves unacknowledged
+     * data on both sides (what TCP_USER_TIMEOUT detects; an idle side would wait on keepalive,
+     * which a stalled proxy's kernel still answers). */
+    for (int k = 0; k < LOST_WRITES; k++) {
+        size_t off = (size_t)(k % 4) << 20;
+        CHECK_RC(ctx, lite_write(ctx, p, g.msrc, off, &g.descs[p], off, 1 << 20, &rq[2 * n + k]));
+    }
     for (int i = 0; i < n; i++) {
         uint64_t s_out = ((uint64_t)rank << 40) ^ ((uint64_t)p << 32) ^ (uint64_t)i;
         uint64_t s_in = ((uint64_t)p << 40) ^ ((uint64_t)rank << 32) ^ (uint64_t)i;
@@ -410,7 +424,7 @@ static void lost(lite_ctx_t *ctx, int rank, int rounds, double bound)
         CHECK_RC(ctx, lite_isend(ctx, p, (uint64_t)i + 1, sb[i], len, &rq[2 * i + 1]));
     }
     double t0 = now_s();
-    for (int j = 0; j < 2 * n; j++) {
+    for (int j = 0; j < 2 * n + LOST_WRITES; j++) {
         int left = (int)((bound - (now_s() - t0)) * 1000);
         lite_status_t st;
         int rc = lite_wait(ctx, rq[j], left > 1 ? left : 1, &st);
@@ -425,7 +439,7 @@ static void lost(lite_ctx_t *ctx, int rank, int rounds, double bound)
         } else {
             done++;
         }
-        if (j % 2)
+        if (j % 2 || j >= 2 * n)
             continue;
         int i = j / 2;
         uint8_t *want = malloc(rlen[i] + 1);
@@ -439,6 +453,13 @@ static void lost(lite_ctx_t *ctx, int rank, int rounds, double bound)
         free(want);
     }
     double took = now_s() - t0;
+    /* the peer's writes: each byte of the region is the right one or still the fill */
+    uint8_t *want = malloc(REGION);
+    mp_fill(want, REGION, p, 0, 7);
+    for (size_t b = 0; b < REGION; b++)
+        CHECK(g.dst[b] == want[b] || g.dst[b] == fill,
+              "region byte %zu is %#x, want %#x or the fill", b, g.dst[b], want[b]);
+    free(want);
     printf("rank %d: %d op(s) done, %d failed, all ended in %.2f s\n", rank, done, failed, took);
     CHECK(failed > 0, "no op failed: the link was never lost");
     CHECK(took < bound, "took %.1f s (bound %.0f s)", took, bound);

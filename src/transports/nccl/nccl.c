@@ -1046,16 +1046,25 @@ static void nccl_close(struct lite_transport *t)
             g_nc.CommAbort(t->comm);
         t->comm = NULL;
     }
+    /* The communicator is over, so its work on the stream ends: wait for it before freeing
+     * what it may still write (scratch, and the application's buffers once we return). */
+    if (t->stream)
+        lite_gpu_stream_sync(t->stream);
     while (t->g_head) {
         struct nc_group *g = t->g_head;
         t->g_head = g->next;
         if (g->s)
             xfer_free(t, g->s);
-        if (g->r)
+        if (g->r) {
+            /* The peer's posted receive is this one: freed here, not again below. */
+            t->peers[g->peer].recv = NULL;
+            t->peers[g->peer].recv_posted = false;
             xfer_free(t, g->r);
+        }
         lite_gpu_event_destroy(g->ev);
         free(g);
     }
+    t->g_tail = NULL;
     if (t->inner)
         lite_tcp_ops.close(t->inner);
     for (int r = 0; r < t->world; r++) {

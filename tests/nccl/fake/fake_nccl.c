@@ -274,12 +274,16 @@ API ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int n, ncclUniqueId id,
 
 API ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *err)
 {
-    if (c->group_inprogress && __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == ncclInProgress) {
-        c->group_inprogress = false; /* the group is "enqueued" by the next look */
-        __atomic_store_n(&c->state, ncclSuccess, __ATOMIC_RELEASE);
+    int busy = ncclInProgress;
+    /* The group is "enqueued" by the next look. Compare-and-swap: an error its stream stored
+     * meanwhile must stay. */
+    if (c->group_inprogress && __atomic_compare_exchange_n(&c->state, &busy, ncclSuccess, false,
+                                                           __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        c->group_inprogress = false;
         *err = ncclInProgress;
         return ncclSuccess;
     }
+    c->group_inprogress = false;
     *err = (ncclResult_t)__atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
     return ncclSuccess;
 }
@@ -304,6 +308,11 @@ API ncclResult_t ncclCommAbort(ncclComm_t c)
     for (int i = 0; i < c->n; i++)
         if (c->fd[i] >= 0)
             shutdown(c->fd[i], SHUT_RDWR);
+    /* As NCCL's abort, which returns with its kernels stopped: a group still on its stream
+     * (each holds a reference) may not write into buffers its caller frees after this. A group
+     * leaves within a poll interval of the abort; bounded for one stuck behind other work. */
+    for (int i = 0; i < 10000 && __atomic_load_n(&c->refs, __ATOMIC_ACQUIRE) > 1; i++)
+        usleep(1000);
     comm_end(c);
     return ncclSuccess;
 }
@@ -443,10 +452,12 @@ API ncclResult_t ncclGroupEnd(void)
     __atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
     if (enqueue_fn(g->stream, run_group, g))
         return ncclSystemError;
-    if (c->nonblocking && __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == ncclSuccess) {
-        /* as NCCL may: the group is still being enqueued; the next async-error look ends it */
+    int ok = ncclSuccess;
+    /* as NCCL may: the group is still being enqueued; the next async-error look ends it (not
+     * over an error the stream just stored) */
+    if (c->nonblocking && __atomic_compare_exchange_n(&c->state, &ok, ncclInProgress, false,
+                                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         c->group_inprogress = true;
-        __atomic_store_n(&c->state, ncclInProgress, __ATOMIC_RELEASE);
         return ncclInProgress;
     }
     return ncclSuccess;

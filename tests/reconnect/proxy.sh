@@ -33,6 +33,11 @@ proxy_pid=
 for ((try = 0; try < 20; try++)); do
     pbase=$((20000 + (RANDOM * 2 + $$) % 40000))
     abase=$((pbase + 64))
+    # the ranks bind P and P+1 themselves: skip a base where something listens there already
+    if command -v ss >/dev/null &&
+        ss -Hltn "( sport = :$pbase or sport = :$((pbase + 1)) )" 2>/dev/null | grep -q .; then
+        continue
+    fi
     "$proxy" -n 2 -p "$pbase" -a "$abase" -t $((timeout_s + 30)) "${pxargs[@]}" \
         >"$out/proxy.out" 2>"$out/proxy.err" &
     proxy_pid=$!

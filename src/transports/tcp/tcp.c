@@ -220,6 +220,7 @@ struct route {
     uint64_t peer_inc;    /* the peer's incarnation, from its address */
     uint8_t state;        /* LINK_* */
     bool ack_due;         /* a frame the peer waits on was applied: acknowledge at once */
+    bool draining;        /* conn_lost is reading the link's other connections (drain_link) */
     uint32_t epoch;       /* connections of the link so far */
     uint32_t attempts;    /* redials since the break */
     uint64_t resumes, breaks;
@@ -880,6 +881,28 @@ static void link_fail(struct lite_transport *t, int peer, const char *reason)
 
 static int dial(struct lite_transport *t, struct conn *c);
 
+static void conn_rx(struct lite_transport *t, struct conn *c);
+
+/* One connection of an up link ended: what the peer sent on the link's other connections
+ * before that is still in their sockets (a peer that exits right after its last message closes
+ * every connection at once, and the bulk one's end may be seen first). Read it in before the
+ * break closes them, or it would be lost for good when the peer does not come back. False when
+ * that reading found the link broken already (an end or an error on another connection). */
+static bool drain_link(struct lite_transport *t, struct conn *c)
+{
+    struct route *r = &t->routes[c->peer];
+    if (r->state != LINK_UP || r->draining)
+        return true;
+    r->draining = true;
+    for (int role = 0; role < ROLE_COUNT && r->state == LINK_UP; role++) {
+        struct conn *o = conn_of(t, role, c->peer);
+        if (o != c && o->fd >= 0 && !o->dead && !o->probe && !o->eof)
+            conn_rx(t, o);
+    }
+    r->draining = false;
+    return r->state == LINK_UP;
+}
+
 /* A connection of a resumable link broke (or a code that is final): break or fail. */
 static void conn_lost(struct lite_transport *t, struct conn *c, int code, const char *why, int err)
 {
@@ -892,6 +915,8 @@ static void conn_lost(struct lite_transport *t, struct conn *c, int code, const 
         link_fail(t, c->peer, "nothing listens at its address any more (the process exited)");
         return;
     }
+    if (!drain_link(t, c))
+        return;
     link_break(t, c->peer, why);
 }
 

@@ -36,6 +36,7 @@ static const struct {
     {LITE_CAP_ORDERED_WRITE_MSG, "ordered_write_msg"},
     {LITE_CAP_REVOCABLE_RMA, "revocable_rma"},
     {LITE_CAP_NO_AUTO, "no_auto"},
+    {LITE_CAP_DEVICE_MSG, "device_msg"},
 };
 
 static void print_backends(void)

@@ -250,8 +250,10 @@ typedef struct lite_request lite_request_t;
  *     -EINVAL when the address is not device memory.
  *   - Streams: the library copies on a stream of its own, ordered after none of the caller's:
  *     synchronise the stream that produced a buffer before passing it. When a blocking call
- *     returns or a request completes, device receive buffers hold their data; a device send
- *     buffer may be reused as soon as lite_send/lite_isend returns.
+ *     returns or a request completes, device receive buffers hold their data. A device send
+ *     buffer may be reused when lite_send returns or lite_isend's request completes (a
+ *     transport that takes device buffers itself, nccl, reads it until then; where the
+ *     library stages it, it is already copied when lite_isend returns).
  */
 enum lite_mem_kind { LITE_MEM_HOST = 0, LITE_MEM_CUDA = 1 };
 

@@ -27,45 +27,53 @@ timeout_s=${PROXY_TIMEOUT_S:-60}
 out=$(mktemp -d /tmp/tcp_proxy.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 
-# Ports: random bases (ranks at P, P+1; the proxy at P+64, P+65); the proxy's bind failing
-# means taken.
-proxy_pid=
-for ((try = 0; try < 20; try++)); do
-    pbase=$((20000 + (RANDOM * 2 + $$) % 40000))
-    abase=$((pbase + 64))
-    # the ranks bind P and P+1 themselves: skip a base where something listens there already
-    if command -v ss >/dev/null &&
-        ss -Hltn "( sport = :$pbase or sport = :$((pbase + 1)) )" 2>/dev/null | grep -q .; then
-        continue
-    fi
-    "$proxy" -n 2 -p "$pbase" -a "$abase" -t $((timeout_s + 30)) "${pxargs[@]}" \
-        >"$out/proxy.out" 2>"$out/proxy.err" &
-    proxy_pid=$!
-    for ((i = 0; i < 50; i++)); do # bounded: 50 polls of 0.1 s for its "ready" line
-        grep -q "proxy: ready" "$out/proxy.out" 2>/dev/null && break
-        kill -0 "$proxy_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    grep -q "proxy: ready" "$out/proxy.out" && break
-    wait "$proxy_pid" 2>/dev/null
+# Ports: random bases below the kernel's ephemeral range (ranks at P, P+1; the proxy at P+64,
+# P+65); the proxy's bind failing means taken. A job whose rank found its port taken anyway
+# (another test's socket) is run once more on other ports.
+lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+[ "$lo" -gt 21000 ] 2>/dev/null || lo=32768
+start_proxy() {
     proxy_pid=
-done
-if [ -z "$proxy_pid" ]; then
+    for ((try = 0; try < 20; try++)); do
+        pbase=$((20000 + (RANDOM * 2 + $$) % (lo - 20200)))
+        abase=$((pbase + 64))
+        # the ranks bind P and P+1 themselves: skip a base with a socket there already
+        if command -v ss >/dev/null &&
+            ss -Htan "( sport = :$pbase or sport = :$((pbase + 1)) )" 2>/dev/null | grep -q .; then
+            continue
+        fi
+        "$proxy" -n 2 -p "$pbase" -a "$abase" -t $((timeout_s + 30)) "${pxargs[@]}" \
+            >"$out/proxy.out" 2>"$out/proxy.err" &
+        proxy_pid=$!
+        for ((i = 0; i < 50; i++)); do # bounded: 50 polls of 0.1 s for its "ready" line
+            grep -q "proxy: ready" "$out/proxy.out" 2>/dev/null && break
+            kill -0 "$proxy_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        grep -q "proxy: ready" "$out/proxy.out" && return 0
+        wait "$proxy_pid" 2>/dev/null
+        proxy_pid=
+    done
     echo "FAILED: the proxy did not start:"
     cat "$out/proxy.err"
     exit 1
-fi
-echo "proxy: pid $proxy_pid, ranks at $pbase.., proxy at $abase.., faults: ${pxargs[*]:-none}"
+}
 
-start=$(date +%s%N)
-LITETX_TCP_PORT=$pbase LITETX_TCP_ADVERTISE_BASE=$abase \
-    "$run" -n 2 -t "$timeout_s" -g 20 --transport tcp "$prog" "${pargs[@]}" >"$out/job.out" 2>&1
-rc=$?
-ms=$((($(date +%s%N) - start) / 1000000))
-alive=0
-kill -0 "$proxy_pid" 2>/dev/null && alive=1
-kill -TERM "$proxy_pid" 2>/dev/null
-wait "$proxy_pid"
+for ((attempt = 0; attempt < 2; attempt++)); do
+    start_proxy
+    echo "proxy: pid $proxy_pid, ranks at $pbase.., proxy at $abase.., faults: ${pxargs[*]:-none}"
+    start=$(date +%s%N)
+    LITETX_TCP_PORT=$pbase LITETX_TCP_ADVERTISE_BASE=$abase \
+        "$run" -n 2 -t "$timeout_s" -g 20 --transport tcp "$prog" "${pargs[@]}" >"$out/job.out" 2>&1
+    rc=$?
+    ms=$((($(date +%s%N) - start) / 1000000))
+    alive=0
+    kill -0 "$proxy_pid" 2>/dev/null && alive=1
+    kill -TERM "$proxy_pid" 2>/dev/null
+    wait "$proxy_pid"
+    grep -q "cannot listen on .*Address already in use" "$out/job.out" || break
+    echo "a rank's port was taken: again on other ports"
+done
 cat "$out/job.out" "$out/proxy.err" "$out/proxy.out" | grep -v "proxy: ready"
 echo "job: exit $rc after $ms ms"
 [ $rc = 77 ] && exit 77

@@ -1136,7 +1136,11 @@ static int dial(struct lite_transport *t, struct conn *c)
     rc = conn_dialled(t, c, fd, false);
     if (!rc) {
         t->dialled++;
-        LITE_DEBUG("tcp rank %d: connecting to %s on first use", t->rank, c->desc);
+        if (t->routes[c->peer].epoch) /* a resume (link_tick, link_replay), not a first use */
+            LITE_DEBUG("tcp rank %d: connecting to %s (epoch %u of the link)", t->rank, c->desc,
+                       t->routes[c->peer].epoch);
+        else
+            LITE_DEBUG("tcp rank %d: connecting to %s on first use", t->rank, c->desc);
     }
     return rc;
 }
@@ -1515,12 +1519,22 @@ static void payload_done(struct lite_transport *t, struct conn *c)
 static void payload_begin(struct lite_transport *t, struct conn *c, uint8_t kind, void *dst,
                           uint64_t len)
 {
-    c->last_large = len >= DIRECT_MIN;
     c->rx_kind = kind;
     c->rx_dst0 = dst;
     c->rx_len = len;
     c->dst = dst;
     c->remaining = len;
+    if (len && c->fd < 0 && c->peer >= 0 && !c->dead) {
+        /* The link broke while the frame's handler ran (a send it made failed: link_break).
+         * The payload comes again with the replay and goes where it was to go (conn.part);
+         * it must not be taken from the first bytes of the link's next connection. */
+        LITE_DEBUG("tcp rank %d: the link to rank %d broke inside a frame's handler", t->rank,
+                   c->peer);
+        c->part = true;
+        c->rx_state = RX_HDR;
+        return;
+    }
+    c->last_large = len >= DIRECT_MIN;
     c->rx_state = RX_PAYLOAD;
     if (len == 0)
         payload_done(t, c);

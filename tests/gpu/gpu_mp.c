@@ -18,24 +18,7 @@
 
 #include "gpu.h"
 #include "litetx/litetx.h"
-
-static int rank = -1;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__,        \
-                    #cond);                                                                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define OK(ctx, call)                                                                              \
-    do {                                                                                           \
-        int rc_ = (call);                                                                          \
-        CHECK(rc_ == 0, "%s = %d (%s): %s", #call, rc_, lite_strerror(rc_), lite_last_error(ctx)); \
-    } while (0)
+#include "mp_common.h" /* CHECK, CHECK_RC, mp_rank */
 
 static void *dev_alloc(size_t n)
 {
@@ -82,18 +65,18 @@ static void p2p(lite_ctx_t *ctx, int world)
     uint64_t tag = 1;
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++, tag++) {
         size_t n = sizes[s];
-        int to = (rank + 1) % world, from = (rank + world - 1) % world;
+        int to = (mp_rank + 1) % world, from = (mp_rank + world - 1) % world;
         /* blocking: send to the next rank, receive from the previous one (even ranks first) */
-        fill_pat(h, n, rank, (uint32_t)tag);
+        fill_pat(h, n, mp_rank, (uint32_t)tag);
         to_dev(d, h, n);
         void *rd = dev_alloc(n);
         size_t got = 0;
-        if (rank % 2 == 0) {
-            OK(ctx, lite_send(ctx, to, tag, d, n, LITE_TIMEOUT_DEFAULT));
-            OK(ctx, lite_recv(ctx, from, tag, rd, n, &got, LITE_TIMEOUT_DEFAULT));
+        if (mp_rank % 2 == 0) {
+            CHECK_RC(ctx, lite_send(ctx, to, tag, d, n, LITE_TIMEOUT_DEFAULT));
+            CHECK_RC(ctx, lite_recv(ctx, from, tag, rd, n, &got, LITE_TIMEOUT_DEFAULT));
         } else {
-            OK(ctx, lite_recv(ctx, from, tag, rd, n, &got, LITE_TIMEOUT_DEFAULT));
-            OK(ctx, lite_send(ctx, to, tag, d, n, LITE_TIMEOUT_DEFAULT));
+            CHECK_RC(ctx, lite_recv(ctx, from, tag, rd, n, &got, LITE_TIMEOUT_DEFAULT));
+            CHECK_RC(ctx, lite_send(ctx, to, tag, d, n, LITE_TIMEOUT_DEFAULT));
         }
         CHECK(got == n, "received %zu of %zu", got, n);
         from_dev(h, rd, n);
@@ -101,13 +84,13 @@ static void p2p(lite_ctx_t *ctx, int world)
         /* non-blocking, device receive posted before the device send */
         tag++;
         lite_request_t *rr, *sr;
-        OK(ctx, lite_irecv(ctx, from, tag, rd, n, &rr));
-        fill_pat(h, n, rank, (uint32_t)tag);
+        CHECK_RC(ctx, lite_irecv(ctx, from, tag, rd, n, &rr));
+        fill_pat(h, n, mp_rank, (uint32_t)tag);
         to_dev(d, h, n);
-        OK(ctx, lite_isend(ctx, to, tag, d, n, &sr));
+        CHECK_RC(ctx, lite_isend(ctx, to, tag, d, n, &sr));
         lite_status_t st;
-        OK(ctx, lite_wait(ctx, sr, LITE_TIMEOUT_DEFAULT, NULL));
-        OK(ctx, lite_wait(ctx, rr, LITE_TIMEOUT_DEFAULT, &st));
+        CHECK_RC(ctx, lite_wait(ctx, sr, LITE_TIMEOUT_DEFAULT, NULL));
+        CHECK_RC(ctx, lite_wait(ctx, rr, LITE_TIMEOUT_DEFAULT, &st));
         CHECK(st.bytes == n, "irecv got %zu of %zu", st.bytes, n);
         from_dev(h, rd, n);
         check_pat(h, n, from, (uint32_t)tag, "device irecv");
@@ -115,7 +98,7 @@ static void p2p(lite_ctx_t *ctx, int world)
     }
     lite_gpu_mem_free(d);
     free(h);
-    if (rank == 0)
+    if (mp_rank == 0)
         printf("p2p: device buffers 1 B .. 16 MiB, blocking and not: ok\n");
 }
 
@@ -130,84 +113,88 @@ static void colls(lite_ctx_t *ctx, int world)
         int dtype = dt ? LITE_BF16 : LITE_F32;
         size_t es = dt ? 2 : 4, n = count, nb = n * es;
         for (size_t i = 0; i < all; i++)
-            hin[i] = pat(rank, 7u + (uint32_t)dt, i) & 0x3F; /* finite, varied values */
+            hin[i] = pat(mp_rank, 7u + (uint32_t)dt, i) & 0x3F; /* finite, varied values */
         to_dev(din, hin, all);
         /* allreduce, out of place and in place */
-        OK(ctx, lite_allreduce(ctx, hin, hout, n, dtype, LITE_SUM, LITE_TIMEOUT_DEFAULT));
-        OK(ctx, lite_allreduce(ctx, din, dout, n, dtype, LITE_SUM, LITE_TIMEOUT_DEFAULT));
+        CHECK_RC(ctx, lite_allreduce(ctx, hin, hout, n, dtype, LITE_SUM, LITE_TIMEOUT_DEFAULT));
+        CHECK_RC(ctx, lite_allreduce(ctx, din, dout, n, dtype, LITE_SUM, LITE_TIMEOUT_DEFAULT));
         from_dev(back, dout, nb);
         CHECK(memcmp(back, hout, nb) == 0, "allreduce %d: device result differs from host", dt);
-        OK(ctx, lite_allreduce(ctx, LITE_IN_PLACE, din, n, dtype, LITE_AVG, LITE_TIMEOUT_DEFAULT));
-        OK(ctx, lite_allreduce(ctx, LITE_IN_PLACE, hin, n, dtype, LITE_AVG, LITE_TIMEOUT_DEFAULT));
+        CHECK_RC(ctx,
+                 lite_allreduce(ctx, LITE_IN_PLACE, din, n, dtype, LITE_AVG, LITE_TIMEOUT_DEFAULT));
+        CHECK_RC(ctx,
+                 lite_allreduce(ctx, LITE_IN_PLACE, hin, n, dtype, LITE_AVG, LITE_TIMEOUT_DEFAULT));
         from_dev(back, din, nb);
         CHECK(memcmp(back, hin, nb) == 0, "allreduce avg in place %d: differs from host", dt);
         /* reduce_scatter of world blocks of n / world elements */
         size_t rc = n / (size_t)world;
         to_dev(din, hin, rc * es * (size_t)world);
-        OK(ctx, lite_reduce_scatter(ctx, hin, hout, rc, dtype, LITE_MAX, LITE_TIMEOUT_DEFAULT));
-        OK(ctx, lite_reduce_scatter(ctx, din, dout, rc, dtype, LITE_MAX, LITE_TIMEOUT_DEFAULT));
+        CHECK_RC(ctx,
+                 lite_reduce_scatter(ctx, hin, hout, rc, dtype, LITE_MAX, LITE_TIMEOUT_DEFAULT));
+        CHECK_RC(ctx,
+                 lite_reduce_scatter(ctx, din, dout, rc, dtype, LITE_MAX, LITE_TIMEOUT_DEFAULT));
         from_dev(back, dout, rc * es);
         CHECK(memcmp(back, hout, rc * es) == 0, "reduce_scatter %d differs", dt);
     }
     /* bcast from the last rank, allgather, alltoall: bytes only */
     size_t n = 1u << 20;
-    fill_pat(hin, n, rank, 11);
+    fill_pat(hin, n, mp_rank, 11);
     to_dev(din, hin, n);
-    OK(ctx, lite_bcast(ctx, din, n, LITE_U8, world - 1, LITE_TIMEOUT_DEFAULT));
+    CHECK_RC(ctx, lite_bcast(ctx, din, n, LITE_U8, world - 1, LITE_TIMEOUT_DEFAULT));
     from_dev(back, din, n);
     check_pat(back, n, world - 1, 11, "bcast");
-    fill_pat(hin, n, rank, 12);
+    fill_pat(hin, n, mp_rank, 12);
     to_dev(din, hin, n);
-    OK(ctx, lite_allgather(ctx, din, dout, n, LITE_U8, LITE_TIMEOUT_DEFAULT));
+    CHECK_RC(ctx, lite_allgather(ctx, din, dout, n, LITE_U8, LITE_TIMEOUT_DEFAULT));
     from_dev(back, dout, n * (size_t)world);
     for (int r = 0; r < world; r++)
         check_pat(back + (size_t)r * n, n, r, 12, "allgather");
     size_t blk = 1u << 18;
     for (int p = 0; p < world; p++)
-        fill_pat(hin + (size_t)p * blk, blk, rank, 100u + (uint32_t)p);
+        fill_pat(hin + (size_t)p * blk, blk, mp_rank, 100u + (uint32_t)p);
     to_dev(din, hin, blk * (size_t)world);
-    OK(ctx, lite_alltoall(ctx, din, dout, blk, LITE_U8, LITE_TIMEOUT_DEFAULT));
+    CHECK_RC(ctx, lite_alltoall(ctx, din, dout, blk, LITE_U8, LITE_TIMEOUT_DEFAULT));
     from_dev(back, dout, blk * (size_t)world);
     for (int p = 0; p < world; p++)
-        check_pat(back + (size_t)p * blk, blk, p, 100u + (uint32_t)rank, "alltoall");
+        check_pat(back + (size_t)p * blk, blk, p, 100u + (uint32_t)mp_rank, "alltoall");
     /* alltoallv: rank p gets (p + 1) * 1000 + rank elements from each rank, packed, with a gap
      * of 7 elements after each segment that must stay untouched */
     size_t sc[16], sd[16], rcn[16], rd[16], so = 0, ro = 0;
     CHECK(world <= 16, "world %d", world);
     for (int p = 0; p < world; p++) {
-        sc[p] = (size_t)(p + 1) * 1000 + (size_t)rank;
+        sc[p] = (size_t)(p + 1) * 1000 + (size_t)mp_rank;
         sd[p] = so;
         so += sc[p];
-        rcn[p] = (size_t)(rank + 1) * 1000 + (size_t)p;
+        rcn[p] = (size_t)(mp_rank + 1) * 1000 + (size_t)p;
         rd[p] = ro;
         ro += rcn[p] + 7;
     }
     for (int p = 0; p < world; p++)
-        fill_pat(hin + sd[p] * 4, sc[p] * 4, rank, 200u + (uint32_t)p);
+        fill_pat(hin + sd[p] * 4, sc[p] * 4, mp_rank, 200u + (uint32_t)p);
     to_dev(din, hin, so * 4);
     memset(back, 0xA5, ro * 4);
     to_dev(dout, back, ro * 4);
-    OK(ctx, lite_alltoallv(ctx, din, sc, sd, dout, rcn, rd, LITE_F32, LITE_TIMEOUT_DEFAULT));
+    CHECK_RC(ctx, lite_alltoallv(ctx, din, sc, sd, dout, rcn, rd, LITE_F32, LITE_TIMEOUT_DEFAULT));
     from_dev(back, dout, ro * 4);
     for (int p = 0; p < world; p++) {
-        check_pat(back + rd[p] * 4, rcn[p] * 4, p, 200u + (uint32_t)rank, "alltoallv");
+        check_pat(back + rd[p] * 4, rcn[p] * 4, p, 200u + (uint32_t)mp_rank, "alltoallv");
         for (size_t i = 0; i < 7 * 4; i++)
             CHECK(back[(rd[p] + rcn[p]) * 4 + i] == 0xA5, "alltoallv wrote into a gap");
     }
     /* non-blocking: an allreduce and an allgather outstanding together, waited in reverse */
     size_t an = (1u << 20) + 3;
     for (size_t i = 0; i < an * 4; i++)
-        hin[i] = pat(rank, 300, i) & 0x3F;
+        hin[i] = pat(mp_rank, 300, i) & 0x3F;
     to_dev(din, hin, an * 4);
-    fill_pat(hin + an * 4, 4096, rank, 301);
+    fill_pat(hin + an * 4, 4096, mp_rank, 301);
     void *dg = dev_alloc(4096 * (size_t)world), *dgin = dev_alloc(4096);
     to_dev(dgin, hin + an * 4, 4096);
     lite_request_t *ra = NULL, *rg = NULL;
-    OK(ctx, lite_iallreduce(ctx, din, dout, an, LITE_F32, LITE_SUM, &ra));
-    OK(ctx, lite_iallgather(ctx, dgin, dg, 4096, LITE_U8, &rg));
-    OK(ctx, lite_wait(ctx, rg, LITE_TIMEOUT_DEFAULT, NULL));
-    OK(ctx, lite_wait(ctx, ra, LITE_TIMEOUT_DEFAULT, NULL));
-    OK(ctx, lite_allreduce(ctx, hin, hout, an, LITE_F32, LITE_SUM, LITE_TIMEOUT_DEFAULT));
+    CHECK_RC(ctx, lite_iallreduce(ctx, din, dout, an, LITE_F32, LITE_SUM, &ra));
+    CHECK_RC(ctx, lite_iallgather(ctx, dgin, dg, 4096, LITE_U8, &rg));
+    CHECK_RC(ctx, lite_wait(ctx, rg, LITE_TIMEOUT_DEFAULT, NULL));
+    CHECK_RC(ctx, lite_wait(ctx, ra, LITE_TIMEOUT_DEFAULT, NULL));
+    CHECK_RC(ctx, lite_allreduce(ctx, hin, hout, an, LITE_F32, LITE_SUM, LITE_TIMEOUT_DEFAULT));
     from_dev(back, dout, an * 4);
     CHECK(memcmp(back, hout, an * 4) == 0, "iallreduce: device result differs from host");
     from_dev(back, dg, 4096 * (size_t)world);
@@ -220,7 +207,7 @@ static void colls(lite_ctx_t *ctx, int world)
     free(hin);
     free(hout);
     free(back);
-    if (rank == 0)
+    if (mp_rank == 0)
         printf(
             "collectives: device buffers give the host-buffer bytes (allreduce sum/avg, "
             "reduce_scatter, bcast, allgather, alltoall, alltoallv, iallreduce, iallgather): ok\n");
@@ -235,7 +222,7 @@ static void onesided(lite_ctx_t *ctx, int world)
     int rc = lite_mr_reg(ctx, d, len, LITE_MEM_CUDA,
                          LITE_ACCESS_REMOTE_WRITE | LITE_ACCESS_REMOTE_READ, &mr);
     if (rc == -ENOSYS) {
-        if (rank == 0)
+        if (mp_rank == 0)
             printf("one-sided: transport %s does not register device memory: refused with "
                    "-ENOSYS (%s)\n",
                    lite_transport_name(ctx), lite_last_error(ctx));
@@ -243,74 +230,74 @@ static void onesided(lite_ctx_t *ctx, int world)
         lite_gpu_mem_free(src);
         return;
     }
-    OK(ctx, rc);
-    OK(ctx, lite_mr_reg(ctx, src, len, LITE_MEM_CUDA, 0, &smr));
+    CHECK_RC(ctx, rc);
+    CHECK_RC(ctx, lite_mr_reg(ctx, src, len, LITE_MEM_CUDA, 0, &smr));
     lite_rdesc_t *descs = calloc((size_t)world, sizeof(*descs));
-    OK(ctx, lite_mr_exchange(ctx, mr, descs, LITE_TIMEOUT_DEFAULT));
+    CHECK_RC(ctx, lite_mr_exchange(ctx, mr, descs, LITE_TIMEOUT_DEFAULT));
     uint8_t *h = malloc(len);
-    fill_pat(h, len, rank, 21);
+    fill_pat(h, len, mp_rank, 21);
     to_dev(src, h, len);
-    int to = (rank + 1) % world, from = (rank + world - 1) % world;
+    int to = (mp_rank + 1) % world, from = (mp_rank + world - 1) % world;
     lite_request_t *req;
     size_t half = len / 2;
-    OK(ctx, lite_write(ctx, to, smr, 0, &descs[to], 0, half, &req));
-    OK(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
-    OK(ctx, lite_write_imm(ctx, to, smr, half, &descs[to], half, half, 77, &req));
-    OK(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
-    OK(ctx, lite_imm_wait(ctx, 77, 1, LITE_TIMEOUT_DEFAULT));
+    CHECK_RC(ctx, lite_write(ctx, to, smr, 0, &descs[to], 0, half, &req));
+    CHECK_RC(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
+    CHECK_RC(ctx, lite_write_imm(ctx, to, smr, half, &descs[to], half, half, 77, &req));
+    CHECK_RC(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
+    CHECK_RC(ctx, lite_imm_wait(ctx, 77, 1, LITE_TIMEOUT_DEFAULT));
     from_dev(h, d, len);
     check_pat(h, len, from, 21, "write + write_imm into device memory");
-    OK(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
+    CHECK_RC(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
     /* read it back from the next rank's region (holding this rank's pattern) */
     void *rd = dev_alloc(len);
     lite_mr_t *rmr = NULL;
-    OK(ctx, lite_mr_reg(ctx, rd, len, LITE_MEM_CUDA, 0, &rmr));
-    OK(ctx, lite_read(ctx, to, rmr, 0, &descs[to], 0, len, &req));
-    OK(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
+    CHECK_RC(ctx, lite_mr_reg(ctx, rd, len, LITE_MEM_CUDA, 0, &rmr));
+    CHECK_RC(ctx, lite_read(ctx, to, rmr, 0, &descs[to], 0, len, &req));
+    CHECK_RC(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
     from_dev(h, rd, len);
-    check_pat(h, len, rank, 21, "read from device memory");
-    OK(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
+    check_pat(h, len, mp_rank, 21, "read from device memory");
+    CHECK_RC(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
     /* paged: 8 pages of 64 KiB, reversed */
     uint32_t sp[8], dp[8];
     for (uint32_t i = 0; i < 8; i++) {
         sp[i] = i;
         dp[i] = 7 - i;
     }
-    fill_pat(h, len, rank, 22);
+    fill_pat(h, len, mp_rank, 22);
     to_dev(src, h, len);
-    OK(ctx,
-       lite_write_paged(ctx, to, smr, sp, &descs[to], dp, 8, 65536, 78, LITE_WRITE_WITH_IMM, &req));
-    OK(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
-    OK(ctx, lite_imm_wait(ctx, 78, 8, LITE_TIMEOUT_DEFAULT));
+    CHECK_RC(ctx, lite_write_paged(ctx, to, smr, sp, &descs[to], dp, 8, 65536, 78,
+                                   LITE_WRITE_WITH_IMM, &req));
+    CHECK_RC(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
+    CHECK_RC(ctx, lite_imm_wait(ctx, 78, 8, LITE_TIMEOUT_DEFAULT));
     from_dev(h, d, len);
     uint8_t *want = malloc(len);
     fill_pat(want, len, from, 22);
     for (int i = 0; i < 8; i++)
         CHECK(memcmp(h + (size_t)(7 - i) * 65536, want + (size_t)i * 65536, 65536) == 0,
               "paged page %d", i);
-    OK(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
+    CHECK_RC(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
     /* scatter: 4 KiB to every rank at offset rank * 4 KiB */
     lite_scatter_entry_t *e = calloc((size_t)world, sizeof(*e));
     for (int p = 0; p < world; p++)
         e[p] = (lite_scatter_entry_t){.peer = p,
                                       .local_off = 0,
                                       .remote = &descs[p],
-                                      .remote_off = (size_t)rank * 4096,
+                                      .remote_off = (size_t)mp_rank * 4096,
                                       .len = 4096,
                                       .imm = 79,
                                       .flags = LITE_WRITE_WITH_IMM};
-    OK(ctx, lite_write_scatter(ctx, smr, e, (size_t)world, &req));
-    OK(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
-    OK(ctx, lite_imm_wait(ctx, 79, (uint64_t)world, LITE_TIMEOUT_DEFAULT));
+    CHECK_RC(ctx, lite_write_scatter(ctx, smr, e, (size_t)world, &req));
+    CHECK_RC(ctx, lite_wait(ctx, req, LITE_TIMEOUT_DEFAULT, NULL));
+    CHECK_RC(ctx, lite_imm_wait(ctx, 79, (uint64_t)world, LITE_TIMEOUT_DEFAULT));
     from_dev(h, d, (size_t)world * 4096);
     for (int p = 0; p < world; p++) {
         fill_pat(want, 4096, p, 22);
         CHECK(memcmp(h + (size_t)p * 4096, want, 4096) == 0, "scatter from %d", p);
     }
-    OK(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
-    OK(ctx, lite_mr_dereg(ctx, rmr));
-    OK(ctx, lite_mr_dereg(ctx, smr));
-    OK(ctx, lite_mr_dereg(ctx, mr));
+    CHECK_RC(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
+    CHECK_RC(ctx, lite_mr_dereg(ctx, rmr));
+    CHECK_RC(ctx, lite_mr_dereg(ctx, smr));
+    CHECK_RC(ctx, lite_mr_dereg(ctx, mr));
     lite_gpu_mem_free(rd);
     lite_gpu_mem_free(d);
     lite_gpu_mem_free(src);
@@ -318,7 +305,7 @@ static void onesided(lite_ctx_t *ctx, int world)
     free(want);
     free(h);
     free(descs);
-    if (rank == 0)
+    if (mp_rank == 0)
         printf("one-sided: write, write_imm, read, paged, scatter on device regions over %s: "
                "ok\n",
                lite_transport_name(ctx));
@@ -341,12 +328,12 @@ static int cmp_d(const void *a, const void *b)
 static double pingpong(lite_ctx_t *ctx, void *buf, size_t n, uint64_t tag)
 {
     double t0 = now_s();
-    if (rank == 0) {
-        OK(ctx, lite_send(ctx, 1, tag, buf, n, LITE_TIMEOUT_DEFAULT));
-        OK(ctx, lite_recv(ctx, 1, tag, buf, n, NULL, LITE_TIMEOUT_DEFAULT));
-    } else if (rank == 1) {
-        OK(ctx, lite_recv(ctx, 0, tag, buf, n, NULL, LITE_TIMEOUT_DEFAULT));
-        OK(ctx, lite_send(ctx, 0, tag, buf, n, LITE_TIMEOUT_DEFAULT));
+    if (mp_rank == 0) {
+        CHECK_RC(ctx, lite_send(ctx, 1, tag, buf, n, LITE_TIMEOUT_DEFAULT));
+        CHECK_RC(ctx, lite_recv(ctx, 1, tag, buf, n, NULL, LITE_TIMEOUT_DEFAULT));
+    } else if (mp_rank == 1) {
+        CHECK_RC(ctx, lite_recv(ctx, 0, tag, buf, n, NULL, LITE_TIMEOUT_DEFAULT));
+        CHECK_RC(ctx, lite_send(ctx, 0, tag, buf, n, LITE_TIMEOUT_DEFAULT));
     }
     return now_s() - t0;
 }
@@ -369,7 +356,7 @@ static void bench(lite_ctx_t *ctx)
     qsort(th, iters, sizeof(double), cmp_d);
     qsort(td, iters, sizeof(double), cmp_d);
     double mh = th[iters / 2], md = td[iters / 2];
-    if (rank == 0)
+    if (mp_rank == 0)
         printf("bench %s send/recv 16 MiB round trip, median of %d: host %.3f ms (%.2f GB/s), "
                "device %.3f ms (%.2f GB/s), device/host throughput %.2fx\n",
                lite_transport_name(ctx), iters, mh * 1e3, 2.0 * (double)n / mh / 1e9, md * 1e3,
@@ -390,7 +377,7 @@ int main(int argc, char **argv)
     lite_ctx_t *ctx = NULL;
     int rc = lite_init(&cfg, &ctx);
     CHECK(rc == 0, "lite_init: %s", lite_init_error());
-    rank = lite_rank(ctx);
+    mp_rank = lite_rank(ctx);
     int world = lite_world_size(ctx);
     if (strcmp(mode, "bench") == 0) {
         bench(ctx);
@@ -399,7 +386,7 @@ int main(int argc, char **argv)
         colls(ctx, world);
         onesided(ctx, world);
     }
-    OK(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
-    OK(ctx, lite_finalize(ctx));
+    CHECK_RC(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
+    CHECK_RC(ctx, lite_finalize(ctx));
     return 0;
 }

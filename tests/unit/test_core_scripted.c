@@ -456,6 +456,7 @@ static int lost_rank(lite_ctx_t *ctx, int me, int n)
     } else {
         T_RC(lite_irecv(ctx, 1, 7, rb, BIG, &r));
     }
+    atomic_store(&g_mark[me], 1); /* posted: the driver may cut the link from now on */
     atomic_store(&g_rc[me], lite_wait(ctx, r, 20000, NULL));
     atomic_store(&g_mark[me], 2);
     return wait_step(ctx, 100);
@@ -470,6 +471,10 @@ static void lost_at(int k)
     struct job j;
     g_job_finalize_may_fail = true;
     start(&j, 2, lost_rank);
+    /* Both operations are posted before anything is cut: a receive posted after the cut fails
+     * at once, which is not the step under test. */
+    wait_mark(0, 1);
+    wait_mark(1, 1);
     for (int s = 0; s < k; s++) {
         int i = wait_held(from[s], 1 - from[s], seq[s]);
         assert_true(i >= 0);

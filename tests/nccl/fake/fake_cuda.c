@@ -138,8 +138,8 @@ struct CUstream_st {
 
 struct CUevent_st {
     int done;    /* atomic */
-    int pending; /* under g_ev_mu: records still queued */
-    bool dead;   /* under g_ev_mu: destroyed while a record was queued (legal in CUDA) */
+    int pending; /* under g_ev_mu: records and stream waits still queued that read it */
+    bool dead;   /* under g_ev_mu: destroyed while some were queued (legal in CUDA) */
 };
 static pthread_mutex_t g_ev_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -265,10 +265,9 @@ API CUresult cuEventDestroy_v2(struct CUevent_st *e)
     return OK;
 }
 
-static void mark(void *a)
+/* A queued job that read e is finished with it: the last one frees a destroyed event. */
+static void ev_unref(struct CUevent_st *e)
 {
-    struct CUevent_st *e = a;
-    __atomic_store_n(&e->done, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&g_ev_mu);
     bool gone = --e->pending == 0 && e->dead;
     pthread_mutex_unlock(&g_ev_mu);
@@ -276,13 +275,28 @@ static void mark(void *a)
         free(e);
 }
 
-API CUresult cuEventRecord(struct CUevent_st *e, struct CUstream_st *s)
+static void ev_ref(struct CUevent_st *e)
 {
-    __atomic_store_n(&e->done, 0, __ATOMIC_RELEASE);
     pthread_mutex_lock(&g_ev_mu);
     e->pending++;
     pthread_mutex_unlock(&g_ev_mu);
-    return fakecuda_enqueue(s, mark, e);
+}
+
+static void mark(void *a)
+{
+    struct CUevent_st *e = a;
+    __atomic_store_n(&e->done, 1, __ATOMIC_RELEASE);
+    ev_unref(e);
+}
+
+API CUresult cuEventRecord(struct CUevent_st *e, struct CUstream_st *s)
+{
+    __atomic_store_n(&e->done, 0, __ATOMIC_RELEASE);
+    ev_ref(e);
+    CUresult rc = fakecuda_enqueue(s, mark, e);
+    if (rc != OK)
+        ev_unref(e);
+    return rc;
 }
 
 API CUresult cuEventQuery(struct CUevent_st *e)
@@ -304,16 +318,26 @@ struct wait_arg {
 };
 static void wait_ev(void *a)
 {
-    cuEventSynchronize(((struct wait_arg *)a)->e);
+    struct CUevent_st *e = ((struct wait_arg *)a)->e;
     free(a);
+    cuEventSynchronize(e);
+    ev_unref(e);
 }
+/* The queued wait holds a reference: the caller may destroy e right after this call (as
+ * lite_gpu_stream_wait_user does; CUDA allows it) while the wait has not run yet. */
 API CUresult cuStreamWaitEvent(struct CUstream_st *s, struct CUevent_st *e, unsigned flags)
 {
     struct wait_arg *w = malloc(sizeof(*w));
     if (!w)
         return E_OOM;
     w->e = e;
-    return fakecuda_enqueue(s, wait_ev, w);
+    ev_ref(e);
+    CUresult rc = fakecuda_enqueue(s, wait_ev, w);
+    if (rc != OK) {
+        free(w);
+        ev_unref(e);
+    }
+    return rc;
 }
 
 struct copy_arg {

@@ -200,11 +200,9 @@ LITE_API int lite_ialltoallv(lite_ctx_t *ctx, const void *sendbuf, const size_t 
                              const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
                              const size_t *rdispls, int dtype, lite_request_t **req)
 {
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf)) {
-        ctx->coll_seq++;
-        return lite_fail(ctx, -ENOTSUP,
-                         "ialltoallv: device buffers need the blocking call (lite_alltoallv)");
-    }
+    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
+        return lite_stage_ialltoallv(ctx, sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
+                                     rdispls, dtype, req);
     return nonblocking(ctx, LITE_COLL_ALLTOALLV, sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
                        rdispls, 0, dtype, req);
 }

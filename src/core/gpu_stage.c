@@ -285,7 +285,25 @@ struct stage_coll {
     void *dst;       /* device (or host) destination, NULL: nothing to copy out */
     const void *src; /* the result in a bounce buffer */
     size_t len;
+    int nseg;        /* > 0: copy out only these byte ranges of dst/src (alltoallv's gaps are
+                      * the caller's), else all len bytes */
+    size_t seg[][2]; /* offset, length */
 };
+
+static int coll_copy_out(const struct stage_coll *sc)
+{
+    if (!sc->dst)
+        return 0;
+    if (sc->nseg == 0)
+        return copy_any(sc->dst, sc->src, sc->len);
+    for (int i = 0; i < sc->nseg; i++) {
+        int rc = copy_any((unsigned char *)sc->dst + sc->seg[i][0],
+                          (const unsigned char *)sc->src + sc->seg[i][0], sc->seg[i][1]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
 
 static void coll_end(struct lite_request *r, int err)
 {
@@ -293,7 +311,7 @@ static void coll_end(struct lite_request *r, int err)
     r->stage = NULL;
     if (err) /* the op may still be moving bytes: never reuse its buffers */
         return;
-    if (sc->dst && copy_any(sc->dst, sc->src, sc->len) != 0)
+    if (coll_copy_out(sc) != 0)
         LITE_ERROR("gpu: a staged non-blocking collective could not copy its result to %p",
                    sc->dst);
     lite_stage_put(sc->b[0]);
@@ -566,15 +584,26 @@ static bool extent_of(const size_t *counts, const size_t *displs, int n, size_t 
     return true;
 }
 
+/* alltoallv's arguments, checked as the host collective checks them; the extents in elements. */
+static bool alltoallv_ok(struct lite_ctx *ctx, const void *sendbuf, const size_t *sendcounts,
+                         const size_t *sdispls, const void *recvbuf, const size_t *recvcounts,
+                         const size_t *rdispls, size_t es, size_t *sext, size_t *rext)
+{
+    int n = ctx->s.world_size;
+    return es && sendbuf && sendbuf != LITE_IN_PLACE && recvbuf && sendcounts && sdispls &&
+           recvcounts && rdispls && extent_of(sendcounts, sdispls, n, sext) &&
+           extent_of(recvcounts, rdispls, n, rext) && *sext <= SIZE_MAX / es &&
+           *rext <= SIZE_MAX / es;
+}
+
 int lite_stage_alltoallv(struct lite_ctx *ctx, const void *sendbuf, const size_t *sendcounts,
                          const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
                          const size_t *rdispls, int dtype, int timeout_ms)
 {
     size_t es = lite_dtype_size(dtype), sext = 0, rext = 0;
     int n = ctx->s.world_size;
-    if (es == 0 || !sendbuf || sendbuf == LITE_IN_PLACE || !recvbuf || !sendcounts || !sdispls ||
-        !recvcounts || !rdispls || !extent_of(sendcounts, sdispls, n, &sext) ||
-        !extent_of(recvcounts, rdispls, n, &rext) || sext > SIZE_MAX / es || rext > SIZE_MAX / es)
+    if (!alltoallv_ok(ctx, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, es, &sext,
+                      &rext))
         return bad_args(ctx, "alltoallv", dtype);
     struct stage_bufs sb;
     int rc = bufs_get(ctx, &sb, sext * es, rext ? rext * es : 1, "alltoallv");
@@ -597,23 +626,38 @@ int lite_stage_alltoallv(struct lite_ctx *ctx, const void *sendbuf, const size_t
 /* ---- non-blocking collectives: whole buffers staged, the result copied out at completion ---- */
 
 /* Attach the staging to the request the host collective returned, or give it up. */
-static int attach(struct lite_ctx *ctx, int rc, struct lite_request **req, struct stage_bufs *sb,
-                  void *dst, const void *src, size_t len)
+static int attach_segs(struct lite_ctx *ctx, int rc, struct lite_request **req,
+                       struct stage_bufs *sb, void *dst, const void *src, size_t len, int nseg,
+                       const size_t *counts, const size_t *displs, size_t es)
 {
     if (rc)
         return bufs_end(sb, rc);
-    struct stage_coll *sc = malloc(sizeof(*sc));
-    if (!sc) {
-        /* the collective runs: wait for it, then copy (rare: out of memory) */
-        rc = lite_wait(ctx, *req, LITE_TIMEOUT_DEFAULT, NULL);
-        *req = NULL;
-        if (!rc && dst && (rc = copy_any(dst, src, len)))
-            rc = stage_fail(ctx, rc, "non-blocking collective");
-        return bufs_end(sb, rc);
+    struct stage_coll *sc = malloc(sizeof(*sc) + (size_t)nseg * sizeof(sc->seg[0]));
+    if (sc) {
+        *sc = (struct stage_coll){
+            .b = {sb->b[0], sb->b[1]}, .dst = dst, .src = src, .len = len, .nseg = nseg};
+        for (int i = 0; i < nseg; i++) {
+            sc->seg[i][0] = displs[i] * es;
+            sc->seg[i][1] = counts[i] * es;
+        }
+        (*req)->stage = sc;
+        return 0;
     }
-    *sc = (struct stage_coll){.b = {sb->b[0], sb->b[1]}, .dst = dst, .src = src, .len = len};
-    (*req)->stage = sc;
-    return 0;
+    /* the collective runs: wait for it, then copy (rare: out of memory) */
+    rc = lite_wait(ctx, *req, LITE_TIMEOUT_DEFAULT, NULL);
+    *req = NULL;
+    for (int i = 0; !rc && dst && i < (nseg ? nseg : 1); i++) {
+        size_t off = nseg ? displs[i] * es : 0, n = nseg ? counts[i] * es : len;
+        if ((rc = copy_any((unsigned char *)dst + off, (const unsigned char *)src + off, n)))
+            rc = stage_fail(ctx, rc, "non-blocking collective");
+    }
+    return bufs_end(sb, rc);
+}
+
+static int attach(struct lite_ctx *ctx, int rc, struct lite_request **req, struct stage_bufs *sb,
+                  void *dst, const void *src, size_t len)
+{
+    return attach_segs(ctx, rc, req, sb, dst, src, len, 0, NULL, NULL, 0);
 }
 
 int lite_stage_iallreduce(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
@@ -718,4 +762,27 @@ int lite_stage_ialltoall(struct lite_ctx *ctx, const void *sendbuf, void *recvbu
     }
     rc = lite_ialltoall(ctx, sb.b[0], sb.b[1], count, dtype, req);
     return attach(ctx, rc, req, &sb, recvbuf, sb.b[1], total);
+}
+
+int lite_stage_ialltoallv(struct lite_ctx *ctx, const void *sendbuf, const size_t *sendcounts,
+                          const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                          const size_t *rdispls, int dtype, struct lite_request **req)
+{
+    size_t es = lite_dtype_size(dtype), sext = 0, rext = 0;
+    if (!req || !alltoallv_ok(ctx, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, es,
+                              &sext, &rext))
+        return bad_args(ctx, "ialltoallv", dtype);
+    struct stage_bufs sb;
+    int rc = bufs_get(ctx, &sb, sext ? sext * es : 1, rext ? rext * es : 1, "ialltoallv");
+    if (rc)
+        return rc;
+    if ((rc = copy_any(sb.b[0], sendbuf, sext * es))) {
+        ctx->coll_seq++;
+        return bufs_end(&sb, stage_fail(ctx, rc, "ialltoallv"));
+    }
+    rc = lite_ialltoallv(ctx, sb.b[0], sendcounts, sdispls, sb.b[1], recvcounts, rdispls, dtype,
+                         req);
+    /* only the received segments go back at completion: the gaps between them are the caller's */
+    return attach_segs(ctx, rc, req, &sb, recvbuf, sb.b[1], rext * es, ctx->s.world_size,
+                       recvcounts, rdispls, es);
 }

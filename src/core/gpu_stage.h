@@ -96,6 +96,9 @@ int lite_stage_iallgather(struct lite_ctx *ctx, const void *sendbuf, void *recvb
                           int dtype, struct lite_request **req);
 int lite_stage_ialltoall(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
                          int dtype, struct lite_request **req);
+int lite_stage_ialltoallv(struct lite_ctx *ctx, const void *sendbuf, const size_t *sendcounts,
+                          const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                          const size_t *rdispls, int dtype, struct lite_request **req);
 
 /* Collectives over device buffers (either buffer on the device; the other may be host). */
 bool lite_stage_coll_dev(const void *sendbuf, const void *recvbuf);

@@ -243,7 +243,7 @@ typedef struct lite_request lite_request_t;
  *     that never loaded the CUDA driver has only host memory and pays nothing) and move it
  *     through pinned host memory (unless the transport takes device buffers itself): the results
  *     are the bytes of the same call on host buffers. A non-blocking collective writes a device
- *     result when its request completes. lite_ialltoallv refuses device buffers (-ENOTSUP).
+ *     result when its request completes.
  *   - One-sided ops take the kind of their registration: lite_mr_reg(..., LITE_MEM_CUDA, ...)
  *     needs a transport with LITE_CAP_DEVICE_MEM (efa with FI_HMEM, rdma with dmabuf), else
  *     -ENOSYS; without a usable CUDA driver it fails with -ENOSYS/-ENODEV saying why, and with

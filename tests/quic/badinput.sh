@@ -9,8 +9,10 @@
 #     with the arguments in BADINPUT_CLIENT_ARGS (it checks it was refused, or accepted with -a);
 #     the job's traffic goes on until the clients are done (LOSSY_UNTIL_FILE).
 # Passes when the job passes (every byte of its traffic checked by the program), the hostile
-# side did its part, and, when BADINPUT_LOG_REGEX is set, the ranks' output matches it (the
-# backend's warning).
+# side did its part, when BADINPUT_LOG_REGEX (and BADINPUT_LOG_REGEX2) is set, the ranks' output
+# matches it (the backend's warning), and the refusals were rate-limited: at most RANKS x
+# (seconds the job ran + 3) lines about refused connections (the first of each spell in full, then
+# one summary a second and one at close).
 #
 # Environment: BADINPUT_HAVE_QUIC=1 when the build has the quic backend (otherwise: skipped, 77);
 # BADINPUT_TIMEOUT_S (default 120) bounds the job; BADINPUT_TRANSPORT (default quic) names the
@@ -31,6 +33,7 @@ pbase=$((20000 + (RANDOM * 2 + $$) % 40000))
 udp_bound() { ss -Hunl "sport = :$1" 2>/dev/null | grep -q .; }
 
 tool_ok=1
+started=$SECONDS
 if [ "$kind" = client ]; then
     export LOSSY_UNTIL_FILE=$out/clients_done
     LITETX_QUIC_PORT_BASE=$pbase LITETX_INIT_TIMEOUT_MS=${LITETX_INIT_TIMEOUT_MS:-30000} \
@@ -63,8 +66,12 @@ else
     wait "$spid"
     grep -q "spray: sent=[1-9]" "$out/tool.out" || tool_ok=0
 fi
+elapsed=$((SECONDS - started))
 cat "$out/job.out" "$out/tool.out"
 echo "job: exit $rc (ranks at $pbase.., $kind)"
+lines=$(grep -Ec "refused (a connection from|[0-9]+ more connection)" "$out/job.out")
+limit=$((np * (elapsed + 3)))
+echo "lines about refused connections: $lines (limit $limit for $np ranks over ${elapsed} s)"
 [ $rc = 77 ] && exit 77
 if [ $rc != 0 ]; then
     echo "FAILED: the job failed"
@@ -74,8 +81,14 @@ if [ $tool_ok != 1 ]; then
     echo "FAILED: $(basename "$tool") did not do or see what it should (above)"
     exit 1
 fi
-if [ -n "${BADINPUT_LOG_REGEX:-}" ] && ! grep -Eq "$BADINPUT_LOG_REGEX" "$out/job.out"; then
-    echo "FAILED: no rank logged what it refused (looked for: $BADINPUT_LOG_REGEX)"
+for re in "${BADINPUT_LOG_REGEX:-}" "${BADINPUT_LOG_REGEX2:-}"; do
+    if [ -n "$re" ] && ! grep -Eq "$re" "$out/job.out"; then
+        echo "FAILED: no rank logged what it refused (looked for: $re)"
+        exit 1
+    fi
+done
+if [ "$lines" -gt "$limit" ]; then
+    echo "FAILED: $lines lines about refused connections, more than $limit: not rate-limited"
     exit 1
 fi
 echo "PASSED"

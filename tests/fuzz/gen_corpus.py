@@ -115,3 +115,26 @@ put("config_env", "torchrun", env(1, [(10, b"2"), (13, b"8"), (15, b"10.1.2.3"),
                                       (16, b"29400")]))
 put("config_env", "cpulist", env(2, [(5, b"0-3,8,10-11"), (6, b"-1")]))
 put("config_env", "efa", env(3, [(17, b"tcp"), (18, b"2"), (19, b"4096"), (21, b"cq32")]))
+
+
+# ---- fuzz_quic_stream: u8 selector, context, then a stream (even) or a HELLO's fields (odd) ----
+# Context: rank, world - rank - 1, nonce, base of the peers' nonces (rank r's is base + r),
+# dialled + 1, certificate byte (bit 0: checked; the rest: its rank + 1), the tag refused.
+QN, QB = 0x1111111111111111, 0x2000
+
+
+def qctx(rank=1, world=2, dialled=-1, cert=0, refuse=(1 << 64) - 1):
+    return (bytes([rank, world - rank - 1]) + struct.pack("<QQ", QN, QB) +
+            bytes([dialled + 1, cert]) + struct.pack("<Q", refuse))
+
+
+HELLO0 = wire(1, tag=0, key=QN, off=QB)
+SMALL = wire(2, chan=1, credits=2, tag=10, ln=100) + bytes(range(100))
+BIG = wire(2, tag=12, ln=5000) + bytes(i % 251 for i in range(5000))
+put("quic_stream", "hello_small_big", bytes([0]) + qctx() + struct.pack("<I", 7) + HELLO0 + SMALL +
+    BIG)
+# Rank 0 dialled rank 1, whose certificate must be rank 1's.
+put("quic_stream", "client_ca", bytes([0]) + qctx(rank=0, world=3, dialled=1, cert=1 | (2 << 1)) +
+    struct.pack("<I", 99) + wire(1, tag=1, key=QN, off=QB + 1) + SMALL)
+put("quic_stream", "frame_before_hello", bytes([0]) + qctx() + struct.pack("<I", 3) + SMALL)
+put("quic_stream", "hello_check", bytes([1]) + qctx(rank=3, world=4) + bytes([2, 1, 1]))

@@ -38,7 +38,8 @@
  *   peer_failed may be reported from inside any op: progress, msg_send, rma_post, mr_dereg. The
  *   core never acts on it at once (it may be half-way through building the op's state): it
  *   notes the failure and handles it when the backend's progress call returns, or at the next
- *   progress when it was reported outside progress. A backend needs no deferral of its own. An
+ *   progress (or lite_finalize) when it was reported outside progress. A backend needs no
+ *   deferral of its own; tcp defers only a break it may resume, which is no failure. An
  *   op that was accepted (returned 0) still ends with send_done, with an error.
  *
  * ORDER

@@ -308,6 +308,8 @@ LITE_API int lite_finalize(lite_ctx_t *ctx)
         /* Leave together, so no rank closes a connection another still reads from. Not after a
          * failed init: the others may be running, and a stray barrier token would confuse
          * their first collective. */
+        if (ctx->fail_due) /* a failure a backend met inside the last post (FAILURES) */
+            lite_peer_fail_run(ctx);
         if (ctx->ready && !lite_any_peer_lost(ctx))
             rc = lite_barrier(ctx, ctx->s.op_timeout_ms);
         /* A peer that finalized had completed this barrier, which needs every rank to have

@@ -146,7 +146,7 @@ static __attribute__((noinline)) int progress_wait(struct lite_transport *t, int
 static inline bool spin_ok(const struct lite_transport *t)
 {
     return !t->rx_retry && !t->flush_pending && t->rq_peers < 0 && !t->batch_open &&
-           !t->rma_later && !t->dc_retry && !t->yield_until && !t->fail_due &&
+           !t->rma_later && !t->dc_retry && !t->yield_until && !t->gone_due &&
            lite_efa_later_rails_idle(t);
 }
 
@@ -180,15 +180,15 @@ static int efa_progress(struct lite_transport *t, int timeout_ms)
 {
     bool was = t->in_progress;
     t->in_progress = true;
-    int n = t->fail_due ? lite_efa_peer_fail_deferred(t) : 0;
+    int n = t->gone_due ? lite_efa_peer_reap(t) : 0;
     t->events = 0;
     int rc = busy_round(t, poll_once(t));
     if (rc == 0 && n == 0 && timeout_ms == 0 && spin_ok(t))
         rc = busy_round(t, spin_reads(t));
     if (rc == 0 && n == 0 && timeout_ms > 0)
         rc = progress_wait(t, timeout_ms);
-    if (rc >= 0 && t->fail_due)
-        n += lite_efa_peer_fail_deferred(t);
+    if (rc >= 0 && t->gone_due)
+        n += lite_efa_peer_reap(t);
     t->in_progress = was;
     return rc < 0 ? rc : n + rc;
 }
@@ -511,8 +511,8 @@ static void efa_close(struct lite_transport *t)
         return;
     t->closing = true;
     t->in_progress = true;
-    if (t->fail_due)
-        lite_efa_peer_fail_deferred(t);
+    if (t->gone_due)
+        lite_efa_peer_reap(t);
     if (t->peers && t->nrails) {
         /* Orderly end: a BYE each way, after everything already posted, so neither side closes
          * its endpoint while the other still has something on its way to it. */

@@ -270,8 +270,6 @@ struct efa_peer {
     /* shm: the watcher thread saw the process exit (efa_peer.c). Beside `dead`: a post reads
      * both, and the thread writes it once. */
     atomic_bool gone;
-    int fail_code; /* it broke outside progress: failed at the next progress (efa_peer.c) */
-    char fail_why[96];
     bool lost;      /* the core was told the peer is gone (dead, or it said BYE) */
     uint8_t hellos; /* HELLOs received (connect_all: 1 = connected, 2 = warmed up) */
     bool hello_sent;
@@ -383,8 +381,8 @@ struct lite_transport {
     uint32_t rma_rr;    /* rail of the next unstriped op */
     bool flush_pending; /* a post met -FI_EAGAIN: some peer's queue waits */
     bool closing;
-    bool in_progress; /* inside progress, connect_all or close: failures are reported at once */
-    bool fail_due;    /* some peer has a deferred failure (efa_peer.fail_code) */
+    bool in_progress; /* inside progress, connect_all or close (mr_dereg's -EAGAIN rule) */
+    bool gone_due;    /* a post saw a peer's `gone`: the next progress fails it */
     int64_t next_tick_ns;
     int64_t clock_ns;    /* lite_efa_clock() when progress last read it (posts stamp with it) */
     uint32_t polls_left; /* polls until progress reads the clock again */
@@ -506,14 +504,14 @@ void lite_efa_peer_init(struct lite_transport *t, int peer, const struct lite_ef
 void lite_efa_peer_fini(struct lite_transport *t, int peer);
 /* The peer is unusable: complete what it owes with `code` and tell the core once. */
 void lite_efa_peer_fail(struct lite_transport *t, int peer, int code, const char *why);
-/* Fail the peers whose failure came outside progress; returns how many. */
-int lite_efa_peer_fail_deferred(struct lite_transport *t);
+/* Fail the peers a post found gone (lite_efa_peer_gone); returns how many. */
+int lite_efa_peer_reap(struct lite_transport *t);
 /* A post to `peer` returned -FI_EAGAIN (stuck) or went through (!stuck). */
 void lite_efa_peer_stuck(struct lite_transport *t, int peer, bool stuck);
 /* Keepalives, probes and pid watching; run every few milliseconds from progress. */
 void lite_efa_peer_tick(struct lite_transport *t);
 /* Before a post: true when the watcher saw the peer's process exit (shm). Its failure is then
- * due (the next progress reports it) and nothing may be posted to it: the dead process may hold
+ * due (the next progress fails it) and nothing may be posted to it: the dead process may hold
  * the lock of its region that the provider's post would spin on. */
 bool lite_efa_peer_gone_slow(struct lite_transport *t, int peer);
 static inline bool lite_efa_peer_gone(struct lite_transport *t, int peer)

@@ -427,7 +427,7 @@ void lite_efa_ctl_must(struct lite_transport *t, int peer, uint8_t type, uint64_
                        const void *payload, size_t len)
 {
     int rc = lite_efa_ctl_send(t, peer, type, tag, payload, len);
-    if (rc && !t->peers[peer].dead && !t->peers[peer].fail_code) {
+    if (rc && !t->peers[peer].dead) {
         char why[128];
         lite_fmt(why, sizeof(why), "control message (type %u) to rank %d could not be sent: %s",
                  type, peer, lite_strerror(rc));

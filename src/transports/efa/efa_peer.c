@@ -266,14 +266,10 @@ static void watch_stop(struct lite_transport *t)
 
 bool lite_efa_peer_gone_slow(struct lite_transport *t, int peer)
 {
-    struct efa_peer *p = &t->peers[peer];
-    if (!p->dead && !p->fail_code) {
-        /* Deferred even inside progress: the caller is in the middle of a post. */
-        p->fail_code = -LITE_ERR_PEER_LOST;
-        lite_fmt(p->fail_why, sizeof(p->fail_why), "rank %d's process (pid %u) exited", peer,
-                 p->pid);
-        t->fail_due = true;
-    }
+    /* Not failed here: the caller is in the middle of a post, and this transport's own lists
+     * may be half updated. The next progress reaps it (lite_efa_peer_reap). */
+    (void)peer;
+    t->gone_due = true;
     return true;
 }
 
@@ -330,17 +326,9 @@ void lite_efa_peer_fail(struct lite_transport *t, int peer, int code, const char
     struct efa_peer *p = &t->peers[peer];
     if (p->dead)
         return;
-    if (!t->in_progress) {
-        /* A provider refused a post at once, inside msg_send / rma_post / mr_dereg: the op is
-         * listed, and the next progress fails the peer with everything owed to it (the core
-         * hears of failures only from inside progress, transport.h). */
-        if (!p->fail_code) {
-            p->fail_code = code ? code : -LITE_ERR_PEER_LOST;
-            lite_fmt(p->fail_why, sizeof(p->fail_why), "%s", why);
-        }
-        t->fail_due = true;
-        return;
-    }
+    /* Also from inside msg_send / rma_post / mr_dereg (a provider refused a post at once): the
+     * op being posted is listed by then and ends here with the rest, and the core defers its
+     * own handling of peer_failed until it is out of the post (transport.h, FAILURES). */
     p->dead = true;
     bool told = p->lost;
     p->lost = true;
@@ -359,18 +347,16 @@ void lite_efa_peer_fail(struct lite_transport *t, int peer, int code, const char
     t->events++;
 }
 
-int lite_efa_peer_fail_deferred(struct lite_transport *t)
+int lite_efa_peer_reap(struct lite_transport *t)
 {
     int n = 0;
-    t->fail_due = false;
+    t->gone_due = false;
     for (int i = 0; i < t->world; i++) {
         struct efa_peer *p = &t->peers[i];
-        if (p->fail_code) {
-            int code = p->fail_code;
-            char why[sizeof(p->fail_why)];
-            memcpy(why, p->fail_why, sizeof(why));
-            p->fail_code = 0;
-            lite_efa_peer_fail(t, i, code, why);
+        if (i != t->rank && !p->dead && atomic_load_explicit(&p->gone, memory_order_relaxed)) {
+            char why[128];
+            lite_fmt(why, sizeof(why), "rank %d's process (pid %u) exited", i, p->pid);
+            lite_efa_peer_fail(t, i, -LITE_ERR_PEER_LOST, why);
             n++;
         }
     }

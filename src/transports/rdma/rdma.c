@@ -70,16 +70,8 @@ void lite_rdma_conn_fail(struct lite_transport *t, struct lite_rdma_conn *c, int
 {
     if (c->state == CONN_DEAD)
         return;
-    if (!t->in_progress) {
-        /* inside msg_send or rma_post: the op being posted is listed, the next progress fails
-         * it with the rest */
-        if (!c->fail_code) {
-            c->fail_code = code;
-            lite_fmt(c->fail_why, sizeof(c->fail_why), "%s", why);
-        }
-        t->fail_due = true;
-        return;
-    }
+    /* Also from inside msg_send or rma_post: the op being posted is listed by then and ends
+     * here with the rest; the core defers peer_failed until it is out of the post. */
     bool was_up = c->state == CONN_UP;
     c->state = CONN_DEAD;
     if (c->fd >= 0) {
@@ -245,40 +237,7 @@ static int wait_events(struct lite_transport *t, int timeout_ms)
     return n;
 }
 
-/* Connections whose failure was deferred (lite_rdma_conn_fail outside progress). */
-static int fail_deferred(struct lite_transport *t)
-{
-    int n = 0;
-    t->fail_due = false;
-    for (int p = 0; p < t->world; p++) {
-        struct lite_rdma_conn *c = &t->conns[p];
-        if (c->fail_code) {
-            int code = c->fail_code;
-            char why[sizeof(c->fail_why)];
-            memcpy(why, c->fail_why, sizeof(why));
-            c->fail_code = 0;
-            lite_rdma_conn_fail(t, c, code, why);
-            n++;
-        }
-    }
-    return n;
-}
-
-static int progress_once(struct lite_transport *t, int timeout_ms);
-
 static int rdma_progress(struct lite_transport *t, int timeout_ms)
-{
-    bool was = t->in_progress;
-    t->in_progress = true;
-    int n = t->fail_due ? fail_deferred(t) : 0;
-    int rc = progress_once(t, n ? 0 : timeout_ms);
-    if (rc >= 0 && t->fail_due)
-        n += fail_deferred(t);
-    t->in_progress = was;
-    return rc < 0 ? rc : n + rc;
-}
-
-static int progress_once(struct lite_transport *t, int timeout_ms)
 {
     bool blocked;
     t->budget = t->post_budget;
@@ -419,19 +378,7 @@ static int rdma_addr_get(struct lite_transport *t, void *blob, size_t *len)
     return lite_rdma_addr_get(t, blob, len);
 }
 
-static int connect_all_body(struct lite_transport *t, const void *const *blobs, const size_t *lens,
-                            int64_t deadline, char *why, size_t why_len);
-
 static int rdma_connect_all(struct lite_transport *t, const void *const *blobs, const size_t *lens,
-                            int64_t deadline, char *why, size_t why_len)
-{
-    t->in_progress = true; /* init: a failure is reported as it happens */
-    int rc = connect_all_body(t, blobs, lens, deadline, why, why_len);
-    t->in_progress = false;
-    return rc;
-}
-
-static int connect_all_body(struct lite_transport *t, const void *const *blobs, const size_t *lens,
                             int64_t deadline, char *why, size_t why_len)
 {
     int rc = lite_rdma_sc_connect_all(t, blobs, lens, deadline, why, why_len);
@@ -507,9 +454,6 @@ static void rdma_close(struct lite_transport *t)
         return;
     /* peers that leave while we drain are expected: no peer_failed upcalls from here on */
     t->closing = true;
-    t->in_progress = true;
-    if (t->fail_due)
-        fail_deferred(t);
     if (t->conns && t->epfd >= 0)
         drain(t);
     for (int p = 0; t->conns && p < t->world; p++) {

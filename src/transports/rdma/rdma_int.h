@@ -219,11 +219,6 @@ struct lite_rdma_conn {
     struct ibv_mr *mbox_mr;
 
     struct lite_rdma_pend *pend, *pend_tail;
-    /* A post failed outside progress: the connection fails at the next progress (the core
-     * hears of failures only from inside progress, transport.h). */
-    int fail_code;
-    char fail_why[96];
-
     /* the message arriving */
     bool rx_active;
     uint8_t *rx_dst;
@@ -296,8 +291,6 @@ struct lite_transport {
     socklen_t addr_len;
     int epfd;
     bool closing;
-    bool in_progress; /* inside progress, connect_all or close: failures are reported at once */
-    bool fail_due;    /* some connection has a deferred failure (conn.fail_code) */
 
     /* for tests: after this many SENDs, force the message QP they went on into the error state
      * (LITETX_RDMA_TEST_QP_ERROR; 0: never) */

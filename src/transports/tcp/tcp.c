@@ -162,8 +162,8 @@ struct conn {
     bool out_armed;
     bool in_rx; /* inside conn_rx: answers wait in txq and leave together at its end */
     bool held;  /* frames wait in txq for the end of a batch (lite_tp_rma.more) */
-    int broken; /* a send failed outside progress: conn_fail at the next progress (the core
-                 * hears of failures only from inside progress, transport.h) */
+    int broken; /* a send outside progress broke a link that may resume: the break is
+                 * handled at the next progress (drain_link reads, which no post may do) */
     char broken_why[96];
     int broken_errno;
     struct tx_op *txq, *txq_tail;
@@ -266,8 +266,8 @@ struct lite_transport {
     uint64_t rx_reads;   /* recv calls that returned data, all connections */
     bool rx_recent;      /* the last poll found data: poll each socket directly (tcp_progress) */
     bool held;           /* some connection has held frames */
-    bool in_progress;    /* inside tcp_progress / tcp_close: failures may be reported now */
-    bool broken;         /* some connection is broken (conn.broken) */
+    bool in_progress;    /* inside tcp_progress / tcp_close: a link may break now */
+    bool broken;         /* some connection's break waits for progress (conn.broken) */
     struct tcp_tls *tls; /* security on: every connection is TLS */
     int sec_mode;
     char refused_why[160]; /* the last connection refused for its credentials, for init's message */
@@ -377,6 +377,7 @@ static void drop_txq(struct lite_transport *t, struct conn *c, int code)
 static void link_drop(struct lite_transport *t, int peer, int code);
 static void link_written(struct lite_transport *t, struct conn *c, struct tx_op *o);
 static void conn_lost(struct lite_transport *t, struct conn *c, int code, const char *why, int err);
+static bool link_resumable(struct lite_transport *t, const struct conn *c);
 
 /* The connection is unusable: fail its queued sends and tell the core once. */
 static void conn_fail(struct lite_transport *t, struct conn *c, int code, const char *why)
@@ -439,11 +440,16 @@ static inline void tx_advance(struct lite_transport *t, struct conn *c, size_t l
     }
 }
 
-/* A failure met outside progress is reported at the next one (transport.h). */
+/* A send (or handshake) failed. A failure is handled at once, inside a post too: the op being
+ * posted is queued by then and ends with the rest, and the core defers its own handling of
+ * peer_failed (transport.h, FAILURES). A break that may resume is no failure: outside progress
+ * it waits for the next one, since resuming first reads what the pair's other connections hold
+ * (drain_link), and a post must not deliver messages. */
 static void fail_soon(struct lite_transport *t, struct conn *c, int code, const char *why)
 {
     int err = errno;
-    if (!t->in_progress) {
+    if (!t->in_progress && code == -LITE_ERR_PEER_LOST && link_resumable(t, c) &&
+        !(err == ECONNREFUSED && t->routes[c->peer].state != LINK_UP)) {
         c->broken = code;
         c->broken_errno = err;
         lite_fmt(c->broken_why, sizeof(c->broken_why), "%s", why);
@@ -1984,7 +1990,7 @@ static void accept_new(struct lite_transport *t)
     }
 }
 
-/* Report the connections whose send failed outside progress. Returns how many. */
+/* Break the links whose send broke outside progress (fail_soon). Returns how many. */
 static int fail_broken(struct lite_transport *t)
 {
     int n = 0;

@@ -3,10 +3,12 @@
  * "Security").
  *
  * The session's socket I/O goes through a BIO of ours: records the session writes gather in a
- * buffer and leave in one send per batch (LITE_TLS_TX_CHUNK of plaintext), reads go straight
- * from the socket into the session's read buffer (read-ahead: many records per recv). When the
- * kernel offers the tls ULP, the socket BIO is used instead, so that SSL_OP_ENABLE_KTLS can
- * move the record layer into the kernel.
+ * buffer and leave in one send per batch (LITE_TLS_TX_CHUNK of plaintext); reads take many
+ * records per recv into a buffer of ours (RX_BUF), from which OpenSSL reads one record at a
+ * time. OpenSSL's own read-ahead is off: with it, OpenSSL 3.0 moves every byte still waiting
+ * in its read buffer back to the front before each record it parses (to align the payload), so
+ * the bigger the recv, the more it copies. When the kernel offers the tls ULP, the socket BIO
+ * is used instead, so that SSL_OP_ENABLE_KTLS can move the record layer into the kernel.
  */
 #ifdef LITE_HAVE_TLS
 #include <errno.h>
@@ -27,8 +29,10 @@
 #include "tls.h"
 
 #define PSK_IDENTITY "litetx-job-psk"
-/* The session's read buffer: with read-ahead, one recv takes up to this much (four records). */
-#define RX_BUF (64 * 1024)
+/* One recv takes up to this much ciphertext (16 records); OpenSSL reads its records from it. */
+#define RX_BUF (256 * 1024)
+/* The socket BIO's read-ahead buffer (kTLS path only). */
+#define KTLS_RX_BUF (64 * 1024)
 /* TLS_AES_128_GCM_SHA256 */
 static const unsigned char psk_suite[2] = {0x13, 0x01};
 
@@ -50,6 +54,9 @@ struct lite_tls_conn {
     size_t out_lo, out_hi, out_cap;
     /* Plaintext encrypted into out but not yet reported to the writer. */
     size_t held;
+    /* Ciphertext received, not yet read by OpenSSL: in[in_lo, in_hi) (RX_BUF, made on use). */
+    uint8_t *in;
+    size_t in_lo, in_hi;
 };
 
 static __thread char tls_err[160];
@@ -103,25 +110,42 @@ static int batch_read(BIO *bio, char *buf, int n)
 {
     struct lite_tls_conn *c = BIO_get_data(bio);
     BIO_clear_retry_flags(bio);
-    for (;;) {
-        ssize_t r = recv(c->fd, buf, (size_t)n, 0);
-        if (r >= 0)
-            return (int)r; /* 0: end of stream */
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            BIO_set_retry_read(bio);
-        return -1; /* errno kept for SSL_ERROR_SYSCALL */
+    if (n <= 0)
+        return 0;
+    if (c->in_lo == c->in_hi) {
+        c->in_lo = c->in_hi = 0;
+        if (!c->in && !(c->in = malloc(RX_BUF))) {
+            errno = ENOMEM;
+            return -1;
+        }
+        ssize_t r;
+        do
+            r = recv(c->fd, c->in, RX_BUF, 0);
+        while (r < 0 && errno == EINTR);
+        if (r <= 0) {
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                BIO_set_retry_read(bio);
+            return (int)r; /* 0: end of stream; -1: errno kept for SSL_ERROR_SYSCALL */
+        }
+        c->in_hi = (size_t)r;
     }
+    size_t k = c->in_hi - c->in_lo < (size_t)n ? c->in_hi - c->in_lo : (size_t)n;
+    memcpy(buf, c->in + c->in_lo, k);
+    c->in_lo += k;
+    return (int)k;
 }
 
 static long batch_ctrl(BIO *bio, int cmd, long num, void *ptr)
 {
-    (void)bio, (void)num, (void)ptr;
+    (void)num, (void)ptr;
     switch (cmd) {
     case BIO_CTRL_FLUSH: /* records leave at the end of each write call (below) */
         return 1;
-    default: /* no kTLS, no peeking, nothing pending that OpenSSL must know of */
+    case BIO_CTRL_PENDING: {
+        const struct lite_tls_conn *c = BIO_get_data(bio);
+        return (long)(c->in_hi - c->in_lo);
+    }
+    default: /* no kTLS, no peeking */
         return 0;
     }
 }
@@ -189,7 +213,8 @@ static int psk_use(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t 
     const SSL_CIPHER *c = SSL_CIPHER_find(ssl, psk_suite);
     *sess = NULL;
     if (!c || (md && md != SSL_CIPHER_get_handshake_digest(c)))
-        return 1; /* not after a retry with another hash: no PSK then, and the handshake fails */
+        return 1; /* not after a retry with another hash: no PSK then, and the handshake
+                     fails */
     *sess = psk_session(ssl, tls);
     *id = (const unsigned char *)PSK_IDENTITY;
     *idlen = sizeof(PSK_IDENTITY) - 1;
@@ -201,7 +226,8 @@ static int psk_find(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION
     const struct lite_tls *tls = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
     *sess = NULL;
     if (idlen != sizeof(PSK_IDENTITY) - 1 || memcmp(id, PSK_IDENTITY, idlen) != 0)
-        return 1; /* unknown identity: no PSK, and with no certificate the handshake fails */
+        return 1; /* unknown identity: no PSK, and with no certificate the handshake fails
+                   */
     *sess = psk_session(ssl, tls);
     return *sess ? 1 : 0;
 }
@@ -255,13 +281,15 @@ int lite_tls_open(const struct lite_security *sec, struct lite_tls **out, char *
                                      (tls->ktls ? SSL_OP_ENABLE_KTLS : 0));
         SSL_CTX_set_num_tickets(ctx, 0);
         SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-        /* The socket BIO (kTLS): writes return after each record that left, from a buffer that
-         * may move between retries. Buffers are kept (no SSL_MODE_RELEASE_BUFFERS: a free and
-         * a malloc per record). */
+        /* The socket BIO (kTLS): writes return after each record that left, from a buffer
+         * that may move between retries. Buffers are kept (no SSL_MODE_RELEASE_BUFFERS: a
+         * free and a malloc per record). */
         SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-        /* Read what the socket has, not a record header then its body. */
+        /* The socket BIO (kTLS): read what the socket has, not a record header then its
+         * body. Sessions with our BIO turn this off (lite_tls_conn_new): the BIO reads
+         * ahead. */
         SSL_CTX_set_read_ahead(ctx, 1);
-        SSL_CTX_set_default_read_buffer_len(ctx, RX_BUF);
+        SSL_CTX_set_default_read_buffer_len(ctx, KTLS_RX_BUF);
         SSL_CTX_set_app_data(ctx, tls);
     }
     if (ok && sec->mode == LITE_SEC_CA) {
@@ -313,6 +341,7 @@ struct lite_tls_conn *lite_tls_conn_new(struct lite_tls *tls, int fd, bool clien
         if (ok) {
             BIO_set_data(bio, c);
             SSL_set_bio(c->ssl, bio, bio);
+            SSL_set_read_ahead(c->ssl, 0);
         }
     } else if (ok) {
         ok = SSL_set_fd(c->ssl, fd) == 1;
@@ -334,6 +363,7 @@ void lite_tls_conn_free(struct lite_tls_conn *c)
         return;
     SSL_free(c->ssl);
     free(c->out);
+    free(c->in);
     free(c);
 }
 
@@ -346,10 +376,14 @@ int lite_tls_handshake(struct lite_tls_conn *c, bool *want_write, char *why, siz
     int r = c->hs_done ? 1 : SSL_do_handshake(ssl);
     int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl, r);
     int saved = errno;
-    /* Whatever the step made (a flight, or an alert that says why we refuse) goes out now. */
+    /* Whatever the step made (a flight, or an alert that says why we refuse) goes out now.
+     */
     if (out_flush(c) != 0 && (e == SSL_ERROR_NONE || e == SSL_ERROR_WANT_READ))
         e = SSL_ERROR_SYSCALL, saved = errno;
     if (e == SSL_ERROR_NONE) {
+        if (!c->hs_done)
+            LITE_DEBUG("tls: %s %s on fd %d", SSL_get_version(ssl),
+                       SSL_CIPHER_get_name(SSL_get_current_cipher(ssl)), c->fd);
         c->hs_done = true;
         if (!out_waiting(c))
             return 1;
@@ -442,9 +476,10 @@ static ssize_t write_failed(SSL *ssl, int r, bool *want_read)
 }
 
 /*
- * Batched: encrypt up to LITE_TLS_TX_CHUNK at a time into out, send it, and report the bytes
- * whose ciphertext the kernel took. Bytes encrypted but not yet reported (held) are the first
- * bytes of the next call, which sends their ciphertext before encrypting anything new.
+ * Batched: encrypt up to LITE_TLS_TX_CHUNK at a time into out, send it, and report the
+ * bytes whose ciphertext the kernel took. Bytes encrypted but not yet reported (held) are
+ * the first bytes of the next call, which sends their ciphertext before encrypting anything
+ * new.
  */
 ssize_t lite_tls_write(struct lite_tls_conn *c, const void *buf, size_t len, bool *want_read)
 {
@@ -476,16 +511,21 @@ ssize_t lite_tls_write(struct lite_tls_conn *c, const void *buf, size_t len, boo
         c->held = 0;
         if (enc == len)
             break;
-        size_t n = len - enc < LITE_TLS_TX_CHUNK ? len - enc : LITE_TLS_TX_CHUNK, wrote = 0;
-        ERR_clear_error();
-        /* Our BIO never refuses, so one call encrypts every record of the chunk. */
-        int r = SSL_write_ex(ssl, (const uint8_t *)buf + enc, n, &wrote);
-        if (r != 1) {
-            ssize_t f = write_failed(ssl, r, want_read);
-            return done ? (ssize_t)done : f;
+        size_t end = enc + (len - enc < LITE_TLS_TX_CHUNK ? len - enc : LITE_TLS_TX_CHUNK);
+        /* Every record of the chunk before it goes out: with SSL_MODE_ENABLE_PARTIAL_WRITE
+         * (for the socket BIO) each SSL_write_ex returns after one record. Our BIO never
+         * refuses. */
+        while (enc < end) {
+            size_t wrote = 0;
+            ERR_clear_error();
+            int r = SSL_write_ex(ssl, (const uint8_t *)buf + enc, end - enc, &wrote);
+            if (r != 1) { /* records made before this (held) leave with the next call */
+                ssize_t f = write_failed(ssl, r, want_read);
+                return done ? (ssize_t)done : f;
+            }
+            enc += wrote;
+            c->held = enc - done;
         }
-        enc += wrote;
-        c->held = enc - done;
     }
     if (done)
         return (ssize_t)done;
@@ -495,7 +535,7 @@ ssize_t lite_tls_write(struct lite_tls_conn *c, const void *buf, size_t len, boo
 
 bool lite_tls_pending(struct lite_tls_conn *c)
 {
-    return SSL_has_pending(c->ssl) != 0;
+    return c->in_lo < c->in_hi || SSL_has_pending(c->ssl) != 0;
 }
 
 /* ---- blocking forms ---- */

@@ -57,6 +57,8 @@ struct lite_tls_conn {
     /* Ciphertext received, not yet read by OpenSSL: in[in_lo, in_hi) (RX_BUF, made on use). */
     uint8_t *in;
     size_t in_lo, in_hi;
+    bool in_short; /* the last recv emptied the socket */
+    int in_end;    /* a recv of lite_tls_read's found the end (1) or -errno, for the BIO */
 };
 
 static __thread char tls_err[160];
@@ -106,6 +108,25 @@ static int batch_write(BIO *bio, const char *data, int n)
     return n;
 }
 
+/* One recv into in (empty): its result, as recv's. A short one (less than RX_BUF) emptied the
+ * socket: in_short, until the next recv. */
+static ssize_t in_fill(struct lite_tls_conn *c)
+{
+    c->in_lo = c->in_hi = 0;
+    if (!c->in && !(c->in = malloc(RX_BUF))) {
+        errno = ENOMEM;
+        return -1;
+    }
+    ssize_t r;
+    do
+        r = recv(c->fd, c->in, RX_BUF, 0);
+    while (r < 0 && errno == EINTR);
+    c->in_short = r < (ssize_t)RX_BUF;
+    if (r > 0)
+        c->in_hi = (size_t)r;
+    return r;
+}
+
 static int batch_read(BIO *bio, char *buf, int n)
 {
     struct lite_tls_conn *c = BIO_get_data(bio);
@@ -113,21 +134,20 @@ static int batch_read(BIO *bio, char *buf, int n)
     if (n <= 0)
         return 0;
     if (c->in_lo == c->in_hi) {
-        c->in_lo = c->in_hi = 0;
-        if (!c->in && !(c->in = malloc(RX_BUF))) {
-            errno = ENOMEM;
-            return -1;
-        }
         ssize_t r;
-        do
-            r = recv(c->fd, c->in, RX_BUF, 0);
-        while (r < 0 && errno == EINTR);
+        if (c->in_end) { /* what lite_tls_read's recv found: the end, or an error */
+            r = c->in_end > 0 ? 0 : -1;
+            if (r < 0)
+                errno = -c->in_end;
+            c->in_end = 0;
+        } else {
+            r = in_fill(c);
+        }
         if (r <= 0) {
             if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
                 BIO_set_retry_read(bio);
             return (int)r; /* 0: end of stream; -1: errno kept for SSL_ERROR_SYSCALL */
         }
-        c->in_hi = (size_t)r;
     }
     size_t k = c->in_hi - c->in_lo < (size_t)n ? c->in_hi - c->in_lo : (size_t)n;
     memcpy(buf, c->in + c->in_lo, k);
@@ -424,6 +444,25 @@ ssize_t lite_tls_read(struct lite_tls_conn *c, void *buf, size_t len, bool *want
     SSL *ssl = c->ssl;
     size_t n = 0;
     *want_write = false;
+    /* Nothing waits in the session: the socket decides, without OpenSSL's read machinery. A
+     * short recv emptied it, so the read after the one that used its last byte reports EAGAIN
+     * at once, as a short recv does for a plain socket (epoll is level-triggered: bytes that
+     * came since wake the caller). */
+    if (c->batched && c->in_lo == c->in_hi && !c->in_end && !SSL_has_pending(ssl)) {
+        if (c->in_short) {
+            c->in_short = false;
+            errno = EAGAIN;
+            return -1;
+        }
+        ssize_t got = in_fill(c);
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            c->in_short = false; /* it said so itself */
+            errno = EAGAIN;
+            return -1;
+        }
+        if (got <= 0) /* the end or an error: SSL_read takes it from the BIO */
+            c->in_end = got == 0 ? 1 : -(errno ? errno : EIO);
+    }
     errno = 0;
     int r = SSL_read_ex(ssl, buf, len, &n);
     int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl, r), saved = errno;

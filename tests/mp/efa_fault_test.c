@@ -36,6 +36,10 @@
  *                  the provider: rank 0's watcher releases it (held 500 ms after the exit),
  *                  the send returns, and the receive from rank 1 fails with
  *                  -LITE_ERR_PEER_LOST, all within seconds
+ *   core_cfg       credits and rndv_threshold set in lite_config_t (no LITETX_* variable): the
+ *                  backend sizes its eager buffers from them (it read the variables itself and
+ *                  ignored the struct), and 200 eager messages sent before any receive is
+ *                  posted all arrive intact
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -333,7 +337,7 @@ static void expect_config_errors(const char *var, const char *const *bad, size_t
         struct efa_cfg cfg;
         char why[256] = "";
         setenv(var, bad[i], 1);
-        int rc = lite_efa_cfg_read(&cfg, why, sizeof(why));
+        int rc = lite_efa_cfg_read(&cfg, NULL, why, sizeof(why));
         CHECK(rc == -LITE_ERR_CONFIG, "%s=%s gave %d, not a config error", var, bad[i], rc);
         CHECK(strstr(why, var), "the error does not name the setting: %s", why);
     }
@@ -356,7 +360,7 @@ static void imm_yield(void)
         struct efa_cfg cfg;
         char why[256] = "";
         setenv("LITETX_EFA_PROVIDER", defaults[i].prov, 1);
-        int rc = lite_efa_cfg_read(&cfg, why, sizeof(why));
+        int rc = lite_efa_cfg_read(&cfg, NULL, why, sizeof(why));
         CHECK(rc == 0, "provider %s: config refused (%d): %s", defaults[i].prov, rc, why);
         CHECK(cfg.imm_yield_ns == defaults[i].ns, "provider %s: yield %lld ns by default, not %lld",
               defaults[i].prov, (long long)cfg.imm_yield_ns, (long long)defaults[i].ns);
@@ -433,7 +437,7 @@ static void writer_copy(void)
             setenv("LITETX_EFA_WRITER_COPY", cases[i].value, 1);
         else
             unsetenv("LITETX_EFA_WRITER_COPY");
-        int rc = lite_efa_cfg_read(&cfg, why, sizeof(why));
+        int rc = lite_efa_cfg_read(&cfg, NULL, why, sizeof(why));
         CHECK(rc == 0, "provider %s: config refused (%d): %s", cases[i].prov, rc, why);
         CHECK(cfg.writer_copy == cases[i].on && cfg.rails == cases[i].rails,
               "provider %s, LITETX_EFA_WRITER_COPY=%s: writer copy %d with %u rails, not %d / %u",
@@ -655,6 +659,49 @@ static void dead_lock_holder(void)
     lite_finalize(ctx);
 }
 
+static void core_cfg(void)
+{
+    enum { CREDITS = 200, RNDV = 2048, LEN = 1500 };
+    unsetenv("LITETX_CREDITS");
+    unsetenv("LITETX_RNDV_THRESHOLD");
+    unsetenv("LITETX_EFA_EAGER_MAX");
+    lite_config_t cfg = lite_config_default();
+    cfg.credits = CREDITS;
+    cfg.rndv_threshold = RNDV;
+    lite_ctx_t *ctx = NULL;
+    int rc = lite_init(&cfg, &ctx);
+    CHECK(rc == 0, "lite_init: %s: %s", lite_strerror(rc), lite_init_error());
+    mp_rank = lite_rank(ctx);
+    CHECK(lite_world_size(ctx) == 2, "needs 2 ranks");
+    struct lite_transport *t = ctx->tp;
+    CHECK(t->cfg.credits == CREDITS, "efa runs %u credits, the config says %d", t->cfg.credits,
+          CREDITS);
+    CHECK(t->cfg.eager_max == RNDV, "efa's eager_max is %zu, not the rendezvous threshold %d",
+          t->cfg.eager_max, RNDV);
+    size_t cap = t->rail[0].info->rx_attr->size;
+    CHECK(t->nrx >= CREDITS || (cap && t->nrx + 64 >= cap),
+          "%u eager buffers for %d credits (provider queue %zu)", t->nrx, CREDITS, cap);
+    static uint8_t buf[CREDITS][LEN];
+    if (mp_rank == 1) {
+        for (uint32_t i = 0; i < CREDITS; i++) {
+            mp_fill(buf[i], LEN, 1, 0, i);
+            CHECK_RC(ctx, lite_send(ctx, 0, i, buf[i], LEN, 30000));
+        }
+    } else {
+        idle(ctx, 200); /* every message is on its way or waiting here before a receive */
+        for (uint32_t i = 0; i < CREDITS; i++) {
+            size_t got = 0;
+            CHECK_RC(ctx, lite_recv(ctx, 1, i, buf[i], LEN, &got, 30000));
+            CHECK(got == LEN && mp_verify(buf[i], LEN, 1, 0, i) < 0, "message %u: %zu bytes%s", i,
+                  got, got == LEN ? ", wrong content" : "");
+        }
+    }
+    printf("rank %d: %u credits, eager_max %zu, %u eager buffers: %d messages ok\n", mp_rank,
+           t->cfg.credits, t->cfg.eager_max, t->nrx, CREDITS);
+    CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    lite_finalize(ctx);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -678,6 +725,8 @@ int main(int argc, char **argv)
         dereg_race();
     else if (!strcmp(mode, "dead_lock_holder"))
         dead_lock_holder();
+    else if (!strcmp(mode, "core_cfg"))
+        core_cfg();
     else
         CHECK(0, "unknown mode '%s'", mode);
     return 0;

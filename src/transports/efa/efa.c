@@ -28,7 +28,7 @@
 static int efa_probe(char *why, size_t why_len)
 {
     struct efa_cfg cfg;
-    int rc = lite_efa_cfg_read(&cfg, why, why_len);
+    int rc = lite_efa_cfg_read(&cfg, NULL, why, why_len);
     if (rc)
         return -ENODEV;
     struct fi_info *info = NULL;
@@ -230,7 +230,7 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
         t->rail[i].wait_fd = -1;
     char why[384];
     struct fi_info *info = NULL;
-    int rc = lite_efa_cfg_read(&t->cfg, why, sizeof(why));
+    int rc = lite_efa_cfg_read(&t->cfg, prm, why, sizeof(why));
     if (!rc)
         rc = lite_efa_getinfo(&t->cfg, prm->bind_host, &info, why, sizeof(why));
     if (rc) {

@@ -52,7 +52,10 @@ struct efa_cfg {
 };
 
 extern const struct lite_tunable lite_efa_tunables[]; /* efa_cfg.c */
-int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len);
+/* The backend's settings: its LITETX_EFA_* variables, and the core's credits and rendezvous
+ * threshold from prm (NULL in probe: defaults). */
+int lite_efa_cfg_read(struct efa_cfg *cfg, const struct lite_transport_params *prm, char *why,
+                      size_t why_len);
 /* The hints every lookup uses (caller frees with fi_freeinfo). */
 struct fi_info *lite_efa_hints(const struct efa_cfg *cfg, bool order_saw, bool want_hmem,
                                bool want_source);

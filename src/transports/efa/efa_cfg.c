@@ -66,16 +66,20 @@ static int imm_from_env(struct efa_cfg *cfg, char *why, size_t why_len)
     return -LITE_ERR_CONFIG;
 }
 
-int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len)
+int lite_efa_cfg_read(struct efa_cfg *cfg, const struct lite_transport_params *prm, char *why,
+                      size_t why_len)
 {
     memset(cfg, 0, sizeof(*cfg));
     int rc = provider_from_env(cfg, why, why_len);
     /* Zero so that a failed read (rc set) never leaves one read uninitialised below. */
     uint64_t rails = 0, eager = 0, credits = 0, rndv = DEFAULT_EAGER, stripe = 0, ka = 0, pto = 0,
              poll = 0, hmem = 0, dcb = 0, yield = 0, wcopy = 0;
-    /* The core sends eagerly below its rendezvous threshold; buffers need not be larger. */
-    if (!rc)
-        rc = env_u64("LITETX_RNDV_THRESHOLD", DEFAULT_EAGER, 64, 1ull << 30, &rndv, why, why_len);
+    /* The core sends eagerly below its rendezvous threshold; buffers need not be larger. The
+     * core resolved it and the credits (struct, JSON file, environment) and hands them in; a
+     * probe, which has no params, sizes nothing and takes the defaults. */
+    if (prm && prm->rndv_threshold)
+        rndv = prm->rndv_threshold;
+    credits = prm && prm->credits ? prm->credits : 64;
     /* shm copies a write on one CPU: the target's, inside its progress. A plain write on a
      * domain without RMA ordering is copied by the writer instead, inside its post ("fast
      * RMA"), so a large write cut in two, one stripe copied by each side, moves on both CPUs at
@@ -96,8 +100,6 @@ int lite_efa_cfg_read(struct efa_cfg *cfg, char *why, size_t why_len)
     if (!rc)
         rc = env_u64("LITETX_EFA_EAGER_MAX", eager_def, LITE_EFA_EAGER_MIN, 1u << 20, &eager, why,
                      why_len);
-    if (!rc)
-        rc = env_u64("LITETX_CREDITS", 64, 2, 65535, &credits, why, why_len);
     if (!rc)
         rc = env_u64("LITETX_EFA_STRIPE_MIN", DEFAULT_STRIPE, 4096, 1ull << 40, &stripe, why,
                      why_len);

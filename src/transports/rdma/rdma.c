@@ -20,17 +20,8 @@
 
 uint32_t lite_rdma_env_u32(const char *name, uint32_t def, uint32_t lo, uint32_t hi)
 {
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return def;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (*end || v[0] == '-' || x < lo || x > hi) {
-        LITE_WARN("%s=\"%s\" ignored: must be an integer in [%u, %u]; using %u", name, v, lo, hi,
-                  def);
-        return def;
-    }
-    return (uint32_t)x;
+    /* A bad value is recorded, and lite_init fails naming it, as for every other variable. */
+    return (uint32_t)lite_env_long(name, lo, hi, def);
 }
 
 void lite_rdma_later(struct lite_transport *t, void *op, int status)

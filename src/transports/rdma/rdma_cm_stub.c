@@ -9,8 +9,7 @@
 
 bool lite_rdma_cm_wanted(void)
 {
-    const char *v = getenv("LITETX_RDMA_CM");
-    return v && *v && strcmp(v, "0") != 0;
+    return lite_env_long("LITETX_RDMA_CM", 0, 1, 0) == 1; /* 0 or 1; else lite_init fails */
 }
 
 int lite_rdma_cm_open(struct lite_transport *t, char *why, size_t why_len)

@@ -14,8 +14,11 @@
  * Cases: allreduce f32 sum at 4 KiB, 1 MiB and 64 MiB per rank; barrier; alltoall with 1 MiB
  * send buffer per rank (1 MiB / n to each peer) and with 1 MiB to each peer; bcast 1 MiB;
  * allgather 1 MiB per rank. --only takes one of allreduce, barrier, alltoall, bcast, allgather.
- * --pin binds rank r to CPU r mod ncpu (as mpirun --bind-to core). LITETX_COLL_ALGO and
- * LITETX_COLL_CHUNK apply as everywhere.
+ * --pin binds rank r to CPU r mod ncpu (as mpirun --bind-to core). LITETX_COLL_ALGO,
+ * LITETX_COLL_CHUNK and LITETX_COLL_CHECK apply as everywhere (read once, by lite_init);
+ * --algo LIST (comma-separated: auto, direct, rsag, pipe) runs every case once per algorithm in
+ * the same job, switched with lite_coll_set between cases and named case/algorithm; --chunk
+ * BYTES sets the pipeline chunk the same way.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -141,6 +144,47 @@ static void bench(const char *name, op_fn fn, void *arg, size_t bytes, double bu
     free(us);
 }
 
+static const char *const algo_names[] = {"auto", "direct", "rsag", "pipe"};
+static int algos[8], nalgos; /* --algo: the algorithms each case runs with (none: the context's) */
+static unsigned long long chunk_opt; /* --chunk: 0 = the context's */
+
+/* Run one case once per --algo entry, switching the context's options between them. */
+static void bench_algos(const char *name, op_fn fn, void *arg, size_t bytes, double busfactor,
+                        int batches, double target)
+{
+    for (int a = 0; a < (nalgos ? nalgos : 1); a++) {
+        char full[64];
+        snprintf(full, sizeof(full), "%s", name);
+        if (nalgos || chunk_opt) {
+            lite_coll_opts_t o = lite_coll_opts_default();
+            int rc = lite_coll_get(ctx, &o);
+            if (nalgos) {
+                o.algo = algos[a];
+                snprintf(full, sizeof(full), "%s/%s", name, algo_names[algos[a]]);
+            }
+            if (chunk_opt)
+                o.chunk = chunk_opt;
+            if (rc || (rc = lite_coll_set(ctx, &o)))
+                die("lite_coll_set", rc);
+        }
+        bench(full, fn, arg, bytes, busfactor, batches, target);
+    }
+}
+
+static int parse_algos(char *list)
+{
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        int found = -1;
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(tok, algo_names[i]))
+                found = i;
+        if (found < 0 || nalgos == 8)
+            return -1;
+        algos[nalgos++] = found;
+    }
+    return nalgos ? 0 : -1;
+}
+
 static struct buf2 alloc2(size_t in_bytes, size_t out_bytes, size_t count)
 {
     struct buf2 b = {malloc(in_bytes ? in_bytes : 1), malloc(out_bytes ? out_bytes : 1), count};
@@ -158,19 +202,24 @@ int main(int argc, char **argv)
     int batches = 5;
     double target = 0.3;
     const char *only = NULL;
-    int pin = 0, pos = 0;
+    int pin = 0, pos = 0, bad = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--pin"))
             pin = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
+        else if (!strcmp(argv[i], "--algo") && i + 1 < argc)
+            bad |= parse_algos(argv[++i]) != 0;
+        else if (!strcmp(argv[i], "--chunk") && i + 1 < argc)
+            bad |= (chunk_opt = strtoull(argv[++i], NULL, 10)) == 0;
         else if (pos++ == 0)
             batches = atoi(argv[i]);
         else
             target = atof(argv[i]);
     }
-    if (batches < 1 || target <= 0) {
-        fprintf(stderr, "usage: litetx_coll_bench [BATCHES] [TARGET_S] [--pin] [--only NAME]\n");
+    if (batches < 1 || target <= 0 || bad) {
+        fprintf(stderr, "usage: litetx_coll_bench [BATCHES] [TARGET_S] [--pin] [--only NAME] "
+                        "[--algo auto,direct,rsag,pipe] [--chunk BYTES]\n");
         return 2;
     }
     lite_config_t cfg = lite_config_default();
@@ -195,33 +244,33 @@ int main(int argc, char **argv)
     if (!only || !strcmp(only, "allreduce"))
         for (size_t s = 0; s < 3; s++) {
             struct buf2 b = alloc2(ar_sizes[s], ar_sizes[s], ar_sizes[s] / 4);
-            bench("allreduce", do_allreduce, &b, ar_sizes[s], 2.0 * (np - 1) / np, batches,
-                  ar_sizes[s] >= (64u << 20) ? target * 3 : target);
+            bench_algos("allreduce", do_allreduce, &b, ar_sizes[s], 2.0 * (np - 1) / np, batches,
+                        ar_sizes[s] >= (64u << 20) ? target * 3 : target);
             free(b.in);
             free(b.out);
         }
     if (!only || !strcmp(only, "barrier"))
-        bench("barrier", do_barrier, NULL, 0, 0.0, batches, target);
+        bench_algos("barrier", do_barrier, NULL, 0, 0.0, batches, target);
     if (!only || !strcmp(only, "alltoall")) {
         size_t pp_opts[] = {(1u << 20) / (size_t)np, 1u << 20};
         const char *names[] = {"a2a_1MiB_tot", "a2a_1MiB_pp"};
         for (int k = 0; k < 2; k++) {
             size_t pp = pp_opts[k], tot = pp * (size_t)np;
             struct buf2 b = alloc2(tot, tot, pp);
-            bench(names[k], do_alltoall, &b, tot, 1.0 * (np - 1) / np, batches, target);
+            bench_algos(names[k], do_alltoall, &b, tot, 1.0 * (np - 1) / np, batches, target);
             free(b.in);
             free(b.out);
         }
     }
     if (!only || !strcmp(only, "bcast")) {
         struct buf2 b = alloc2(1u << 20, 0, 1u << 20);
-        bench("bcast_1MiB", do_bcast, &b, 1u << 20, 1.0, batches, target);
+        bench_algos("bcast_1MiB", do_bcast, &b, 1u << 20, 1.0, batches, target);
         free(b.in);
         free(b.out);
     }
     if (!only || !strcmp(only, "allgather")) {
         struct buf2 b = alloc2(1u << 20, (1u << 20) * (size_t)np, 1u << 20);
-        bench("allgather_1M", do_allgather, &b, 1u << 20, 1.0 * (np - 1), batches, target);
+        bench_algos("allgather_1M", do_allgather, &b, 1u << 20, 1.0 * (np - 1), batches, target);
         free(b.in);
         free(b.out);
     }

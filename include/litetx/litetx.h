@@ -522,15 +522,16 @@ LITE_API int lite_barrier(lite_ctx_t *ctx, int timeout_ms);
  *     LITE_TIMEOUT_INFINITE = no bound). On -ETIMEDOUT or a lost peer, transfers that were in
  *     flight may still read or write the buffers until the peer is lost or the context is
  *     finalized: keep them allocated, or finalize.
- *   - Errors: -EINVAL (bad argument, or arguments that differ across ranks), -LITE_ERR_CONFIG
- *     (a LITETX_COLL_* variable is invalid), -ETIMEDOUT, -LITE_ERR_PEER_LOST, -ENOMEM, and the
- *     transport's errors; lite_last_error() names the collective, its sequence number and cause.
+ *   - Errors: -EINVAL (bad argument, or arguments that differ across ranks), -ETIMEDOUT,
+ *     -LITE_ERR_PEER_LOST, -ENOMEM, and the transport's errors; lite_last_error() names the
+ *     collective, its sequence number and cause.
  *
- * ALGORITHMS AND CONFIGURATION (read from the environment at every call; must be equal on every
- * rank, which the argument check verifies):
+ * ALGORITHMS AND CONFIGURATION (read from the environment once, by lite_init, and changed for
+ * one context by lite_coll_set below; must be equal on every rank, which the argument check
+ * verifies):
  *   LITETX_COLL_ALGO=auto|direct|rsag|pipe   force an algorithm where the collective has it
  *                                            (direct: all; rsag: allreduce; pipe: bcast)
- *   LITETX_COLL_CHUNK=<bytes>[k|m]           pipeline chunk per peer (default: by world size)
+ *   LITETX_COLL_CHUNK=<bytes>[k|m|g]         pipeline chunk per peer (default: by world size)
  *   LITETX_COLL_CHECK=1|0                    exchange and verify argument headers
  *   Whatever they say, results are byte-identical.
  *
@@ -542,6 +543,44 @@ LITE_API int lite_barrier(lite_ctx_t *ctx, int timeout_ms);
  * collective, so several may be outstanding and waited in any order, and they overlap with
  * computation and point-to-point traffic. lite_cancel returns -EBUSY for a started collective.
  */
+
+/* Collective algorithms (lite_coll_opts_t.algo). A collective that lacks the forced algorithm
+ * keeps its automatic choice. */
+enum lite_coll_algo {
+    LITE_COLL_ALGO_AUTO = 0,   /* chosen from the size and the world size */
+    LITE_COLL_ALGO_DIRECT = 1, /* every collective: every rank exchanges with every rank at once */
+    LITE_COLL_ALGO_RSAG = 2,   /* allreduce: reduce-scatter, then allgather, in chunks */
+    LITE_COLL_ALGO_PIPE = 3,   /* bcast: chunks pipelined along the chain root, root+1, ... */
+};
+
+/* A context's collective options. Fixed size: grown only into reserved[], which must be zero. */
+typedef struct lite_coll_opts {
+    uint32_t struct_size; /* sizeof(lite_coll_opts_t); set by lite_coll_opts_default() */
+    int32_t algo;         /* enum lite_coll_algo */
+    uint64_t chunk;       /* pipeline chunk per peer in bytes, 1 .. 2^40; 0 = by world size */
+    int32_t check;        /* 1: exchange and verify argument headers (default); 0: do not */
+    uint32_t reserved0;
+    uint64_t reserved[5];
+} lite_coll_opts_t;
+
+/** The library's defaults (auto, chunk by world size, check on), not the environment's. */
+LITE_API lite_coll_opts_t lite_coll_opts_default(void);
+
+/*
+ * lite_coll_get - the context's collective options: those lite_init read from LITETX_COLL_ALGO,
+ * LITETX_COLL_CHUNK and LITETX_COLL_CHECK, or the last lite_coll_set. opts->struct_size must be
+ * set (lite_coll_opts_default). Errors: -EINVAL (NULL, or a wrong struct_size).
+ */
+LITE_API int lite_coll_get(const lite_ctx_t *ctx, lite_coll_opts_t *opts);
+
+/*
+ * lite_coll_set - replace the context's collective options for the collectives called after it
+ * (those already started keep theirs). Local: no message is sent, so every rank must make the
+ * same change at the same point of its sequence of collectives. Errors: -EINVAL (NULL, a wrong
+ * struct_size, an unknown algo, a chunk above 2^40, check other than 0 or 1, nonzero reserved);
+ * the options are then unchanged.
+ */
+LITE_API int lite_coll_set(lite_ctx_t *ctx, const lite_coll_opts_t *opts);
 
 /* Pass as sendbuf for an in-place allreduce, allgather or reduce_scatter (see each call). */
 #define LITE_IN_PLACE ((const void *)(uintptr_t)1)

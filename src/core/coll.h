@@ -40,28 +40,10 @@ enum lite_coll_kind {
     LITE_COLL_KIND_COUNT = 8
 };
 
-enum lite_coll_algo {
-    LITE_COLL_ALGO_AUTO = 0,   /* the selection function decides */
-    LITE_COLL_ALGO_DIRECT = 1, /* every rank exchanges with every rank in one round */
-    LITE_COLL_ALGO_RSAG = 2,   /* allreduce: direct reduce-scatter, then allgather */
-    LITE_COLL_ALGO_PIPE = 3,   /* bcast: chunks pipelined along the chain root, root+1, ... */
-    LITE_COLL_ALGO_COUNT = 4
-};
+/* enum lite_coll_algo (LITE_COLL_ALGO_AUTO, _DIRECT, _RSAG, _PIPE) is public: litetx.h. */
+#define LITE_COLL_ALGO_COUNT 4
 
-/* The collective configuration (LITETX_COLL_ALGO, LITETX_COLL_CHUNK, LITETX_COLL_CHECK). */
-struct lite_coll_cfg {
-    int algo;     /* enum lite_coll_algo; AUTO unless forced */
-    size_t chunk; /* pipeline chunk in bytes; 0 = chosen by size */
-    bool check;   /* exchange argument headers and refuse mismatches (default on) */
-};
-
-/* Parse the three settings (NULL or "" = default). -LITE_ERR_CONFIG with err naming the
- * variable and the accepted values when one is invalid. */
-int lite_coll_cfg_parse(const char *algo, const char *chunk, const char *check,
-                        struct lite_coll_cfg *out, char *err, size_t errlen);
-/* The same from the process environment (read at every collective call, so it can be changed
- * between calls; it must be the same on every rank, which the header check verifies). */
-int lite_coll_cfg_env(struct lite_coll_cfg *out, char *err, size_t errlen);
+/* struct lite_coll_cfg and its parser lite_coll_cfg_parse: lite_int.h. */
 
 /* What a collective does: the algorithm and the pipeline chunk in elements (>= 1). */
 struct lite_coll_plan {

@@ -1,7 +1,7 @@
 /*
  * coll_algo.c - the collectives' configuration, the algorithm selection function and the argument
- * header. Everything here is a pure function of its arguments (the environment is read only by
- * lite_coll_cfg_env), so it is unit-tested in memory (tests/unit/test_coll_algo.c).
+ * header. Everything here is a pure function of its arguments (lite_init reads the environment,
+ * config.c), so it is unit-tested in memory (tests/unit/test_coll_algo.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -99,12 +99,6 @@ int lite_coll_cfg_parse(const char *algo, const char *chunk, const char *check,
     }
     *out = c;
     return 0;
-}
-
-int lite_coll_cfg_env(struct lite_coll_cfg *out, char *err, size_t errlen)
-{
-    return lite_coll_cfg_parse(getenv("LITETX_COLL_ALGO"), getenv("LITETX_COLL_CHUNK"),
-                               getenv("LITETX_COLL_CHECK"), out, err, errlen);
 }
 
 /* ---- selection ---- */

@@ -148,13 +148,62 @@ int lite_coll_op_init(struct lite_coll_op *op, struct lite_ctx *ctx, int kind, s
     op->esz = esz;
     op->redop = -1;
     op->root = -1;
-    struct lite_coll_cfg cfg;
-    char err[160];
-    int rc = lite_coll_cfg_env(&cfg, err, sizeof(err));
-    if (rc)
-        return lite_coll_fail(op, rc, "%s", err);
-    op->check = cfg.check && op->n > 1;
-    lite_coll_select(kind, op->n, count, esz ? esz : 1, &cfg, &op->plan);
+    /* The configuration at the call: a later lite_coll_set leaves a started op alone. */
+    const struct lite_coll_cfg *cfg = &ctx->s.coll;
+    op->check = cfg->check && op->n > 1;
+    lite_coll_select(kind, op->n, count, esz ? esz : 1, cfg, &op->plan);
+    return 0;
+}
+
+/* ---- the public options (lite_coll_opts_t) ---- */
+
+_Static_assert(sizeof(lite_coll_opts_t) == 64, "lite_coll_opts_t grows only into reserved[]");
+
+LITE_API lite_coll_opts_t lite_coll_opts_default(void)
+{
+    lite_coll_opts_t o;
+    memset(&o, 0, sizeof(o));
+    o.struct_size = (uint32_t)sizeof(o);
+    o.algo = LITE_COLL_ALGO_AUTO;
+    o.chunk = 0;
+    o.check = 1;
+    return o;
+}
+
+LITE_API int lite_coll_get(const lite_ctx_t *ctx, lite_coll_opts_t *opts)
+{
+    if (!ctx || !opts || opts->struct_size != sizeof(*opts))
+        return -EINVAL;
+    *opts = lite_coll_opts_default();
+    opts->algo = ctx->s.coll.algo;
+    opts->chunk = ctx->s.coll.chunk;
+    opts->check = ctx->s.coll.check;
+    return 0;
+}
+
+LITE_API int lite_coll_set(lite_ctx_t *ctx, const lite_coll_opts_t *opts)
+{
+    if (!ctx || !opts)
+        return -EINVAL;
+    const char *bad = NULL;
+    bool reserved = opts->reserved0 != 0;
+    for (size_t i = 0; i < sizeof(opts->reserved) / sizeof(opts->reserved[0]); i++)
+        reserved |= opts->reserved[i] != 0;
+    if (opts->struct_size != sizeof(*opts))
+        bad = "struct_size is not sizeof(lite_coll_opts_t) (use lite_coll_opts_default)";
+    else if (opts->algo < 0 || opts->algo >= LITE_COLL_ALGO_COUNT)
+        bad = "algo is not an enum lite_coll_algo";
+    else if (opts->chunk > (1ull << 40))
+        bad = "chunk is above 2^40 bytes";
+    else if (opts->check != 0 && opts->check != 1)
+        bad = "check is neither 0 nor 1";
+    else if (reserved)
+        bad = "reserved fields are not zero";
+    if (bad)
+        return lite_fail(ctx, -EINVAL, "lite_coll_set: %s", bad);
+    ctx->s.coll.algo = opts->algo;
+    ctx->s.coll.chunk = (size_t)opts->chunk;
+    ctx->s.coll.check = opts->check == 1;
     return 0;
 }
 

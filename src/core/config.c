@@ -932,6 +932,10 @@ int lite_settings_resolve(const lite_config_t *cfg, lite_getenv_fn getenv_fn, vo
                          f->reconnect_timeout_ms, DEFAULT_RECONNECT_MS, &s.reconnect_timeout_ms,
                          &ignored);
     }
+    /* The collectives' variables, once per context (lite_coll_set changes them later). */
+    if (rc == 0)
+        rc = lite_coll_cfg_parse(env_get(&r, "LITETX_COLL_ALGO"), env_get(&r, "LITETX_COLL_CHUNK"),
+                                 env_get(&r, "LITETX_COLL_CHECK"), &s.coll, r.err, r.errlen);
     if (rc == 0)
         rc = resolve_security(&r, cfg, &s);
     if (rc != 0) {

@@ -178,6 +178,18 @@ int lite_log_get_level(void);
 #define LITE_HOST_MAX 256
 #define LITE_NAME_MAX 32
 
+/* The collectives' configuration: LITETX_COLL_ALGO, LITETX_COLL_CHUNK and LITETX_COLL_CHECK as
+ * read by lite_init, then whatever lite_coll_set gave the context. */
+struct lite_coll_cfg {
+    int algo;     /* enum lite_coll_algo; AUTO unless forced */
+    size_t chunk; /* pipeline chunk in bytes; 0 = chosen by size */
+    bool check;   /* exchange argument headers and refuse mismatches (default on) */
+};
+/* Parse the three variables' values (NULL or "" = default; coll_algo.c). -LITE_ERR_CONFIG with
+ * err naming the variable and the accepted values when one is invalid. */
+int lite_coll_cfg_parse(const char *algo, const char *chunk, const char *check,
+                        struct lite_coll_cfg *out, char *err, size_t errlen);
+
 /* A fully resolved configuration: every field has a concrete value. */
 struct lite_settings {
     int rank;
@@ -192,6 +204,8 @@ struct lite_settings {
     int rndv_threshold;       /* bytes from which messages go by rendezvous */
     struct lite_security sec; /* security.c: checked credentials (mode LITE_SEC_OFF: none) */
     int reconnect_timeout_ms; /* resume a broken connection for this long; 0: a break is final */
+    /* The collectives': from the environment at init, then lite_coll_set's. */
+    struct lite_coll_cfg coll;
 };
 
 /* Environment lookup, injectable so tests need not touch the process environment. */

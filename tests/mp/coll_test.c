@@ -173,16 +173,24 @@ static void reference(void *out, size_t count, int dt, int op, uint32_t id, size
         lite_reduce_scale_avg_impl(LITE_REDUCE_IMPL_SCALAR, out, count, dt, g_n);
 }
 
-static void set_coll_env(const char *algo, const char *chunk)
+/* Switch the context's collective options between calls (lite_coll_set): the algorithm by name,
+ * the chunk in bytes and the check as 1/0, NULL for the library's default. */
+static void set_coll(const char *algo, const char *chunk, const char *check)
 {
-    if (algo)
-        setenv("LITETX_COLL_ALGO", algo, 1);
-    else
-        unsetenv("LITETX_COLL_ALGO");
-    if (chunk)
-        setenv("LITETX_COLL_CHUNK", chunk, 1);
-    else
-        unsetenv("LITETX_COLL_CHUNK");
+    static const char *const names[] = {"auto", "direct", "rsag", "pipe"};
+    lite_coll_opts_t o = lite_coll_opts_default();
+    for (int i = 0; algo && i < (int)ARRAY_LEN(names); i++)
+        if (!strcmp(algo, names[i]))
+            o.algo = i;
+    CHECK(!algo || !strcmp(algo, names[o.algo]), "unknown algorithm %s", algo);
+    if (chunk) {
+        char *end;
+        o.chunk = strtoull(chunk, &end, 10);
+        o.chunk <<= *end == 'k' ? 10 : *end == 'm' ? 20 : 0;
+    }
+    if (check)
+        o.check = atoi(check);
+    CHECK_RC(g_ctx, lite_coll_set(g_ctx, &o));
 }
 
 static void expect_same(const void *got, const void *want, size_t count, int dt, const char *what)
@@ -212,7 +220,7 @@ static void check_allreduce(size_t count, int dt, int op, const char *algo, cons
     uint8_t *in = pool(0, bytes), *out = pool(1, bytes), *ref = pool(2, bytes);
     gen(in, count, dt, op, g_me, id);
     reference(ref, count, dt, op, id, 0);
-    set_coll_env(algo, chunk);
+    set_coll(algo, chunk, NULL);
     char what[160];
     snprintf(what, sizeof(what), "allreduce %s %s count %zu algo %s chunk %s%s", dt_names[dt],
              op_names[op], count, algo ? algo : "auto", chunk ? chunk : "auto",
@@ -227,7 +235,7 @@ static void check_allreduce(size_t count, int dt, int op, const char *algo, cons
         CHECK(fnv1a(in, bytes) == before, "%s: the send buffer changed", what);
     }
     expect_same(out, ref, count, dt, what);
-    set_coll_env(NULL, NULL);
+    set_coll(NULL, NULL, NULL);
 }
 
 static int nops_for(int dt)
@@ -338,9 +346,9 @@ static void bcast_cases(size_t maxcount)
                     memcpy(buf, want, bytes);
                 else
                     memset(buf, 0x5A, bytes);
-                set_coll_env(algos[a], a ? "65536" : NULL);
+                set_coll(algos[a], a ? "65536" : NULL, NULL);
                 CHECK_RC(g_ctx, lite_bcast(g_ctx, buf, count, LITE_U32, root, 60000));
-                set_coll_env(NULL, NULL);
+                set_coll(NULL, NULL, NULL);
                 char what[80];
                 snprintf(what, sizeof(what), "bcast count %zu root %d algo %s", count, root,
                          algos[a]);
@@ -632,9 +640,7 @@ static void mode_stress(void)
         uint64_t want = fnv1a(ref, bytes);
         for (int rep = 0; rep < 20; rep++) {
             size_t pl = (size_t)rep % ARRAY_LEN(plans);
-            set_coll_env(plans[pl].algo, plans[pl].chunk);
-            if (plans[pl].check)
-                setenv("LITETX_COLL_CHECK", plans[pl].check, 1);
+            set_coll(plans[pl].algo, plans[pl].chunk, plans[pl].check);
             memset(out, 0, bytes);
             lite_request_t *r;
             sleep_random(&rng, 3000);
@@ -647,8 +653,7 @@ static void mode_stress(void)
             if (rc == 0)
                 rc = lite_wait(g_ctx, r, 60000, NULL) == 0 ? 1 : -1;
             CHECK(rc == 1, "rep %d: %s", rep, lite_last_error(g_ctx));
-            set_coll_env(NULL, NULL);
-            unsetenv("LITETX_COLL_CHECK");
+            set_coll(NULL, NULL, NULL);
             uint64_t h = fnv1a(out, bytes);
             CHECK(h == want,
                   "rep %d (algo %s, chunk %s, check %s): output hash %016llx, reference %016llx",
@@ -690,7 +695,7 @@ static void expect_mismatch(int rc, const char *what)
 /* After a failed collective the context keeps working. */
 static void still_usable(void)
 {
-    set_coll_env(NULL, NULL);
+    set_coll(NULL, NULL, NULL);
     CHECK_RC(g_ctx, lite_barrier(g_ctx, 30000));
     uint32_t x = (uint32_t)g_me + 1, y = 0;
     CHECK_RC(g_ctx, lite_allreduce(g_ctx, &x, &y, 1, LITE_U32, LITE_SUM, 30000));
@@ -747,14 +752,12 @@ static void mode_mismatch(void)
             printf("mismatch %-28s -> %s\n", "bad root on one rank", lite_last_error(g_ctx));
         still_usable();
     }
-    set_coll_env(g_me == last ? "rsag" : "direct", NULL);
+    set_coll(g_me == last ? "rsag" : "direct", NULL, NULL);
     expect_mismatch(lite_allreduce(g_ctx, a, b, 1000, LITE_F32, LITE_SUM, 20000),
                     "algorithm (config)");
-    set_coll_env(NULL, "65536");
-    if (g_me == 0)
-        setenv("LITETX_COLL_CHUNK", "131072", 1);
+    set_coll(NULL, g_me == 0 ? "131072" : "65536", NULL);
     expect_mismatch(lite_allreduce(g_ctx, a, b, big, LITE_F32, LITE_SUM, 20000), "chunk (config)");
-    set_coll_env(NULL, NULL);
+    set_coll(NULL, NULL, NULL);
     {
         size_t n = (size_t)g_n, *sc = calloc(n, 8), *sd = calloc(n, 8), *rc = calloc(n, 8),
                *rd = calloc(n, 8);
@@ -834,8 +837,7 @@ int main(int argc, char **argv)
     g_ctx = mp_init();
     g_n = lite_world_size(g_ctx);
     g_me = lite_rank(g_ctx);
-    set_coll_env(NULL, NULL);
-    unsetenv("LITETX_COLL_CHECK");
+    set_coll(NULL, NULL, NULL); /* the library's defaults, whatever the environment says */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (!strcmp(mode, "basic"))

@@ -3,6 +3,7 @@
  * backends' entries, the closest-name suggestion, and the warning for unknown variables.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -61,10 +62,12 @@ static void test_warn_unknown(void **state)
     assert_int_equal(lite_tunables_warn_unknown(NULL, 0), 0);
 }
 
-/* lite_init with one rank and `var`=`value` set: its return code (the context finalized). */
-static int init_with(const char *var, const char *value)
+/* lite_init with one rank and `var`=`value` set (unless var is NULL): its return code, and the
+ * context in *out (finalized when out is NULL). */
+static int init_ctx(const char *var, const char *value, lite_ctx_t **out)
 {
-    setenv(var, value, 1);
+    if (var)
+        setenv(var, value, 1);
     lite_config_t cfg = lite_config_default();
     cfg.rank = 0;
     cfg.world_size = 1;
@@ -81,19 +84,27 @@ static int init_with(const char *var, const char *value)
     cfg.init_timeout_ms = 10000;
     lite_ctx_t *ctx = NULL;
     int rc = lite_init(&cfg, &ctx);
-    unsetenv(var);
-    if (!rc)
+    if (var)
+        unsetenv(var);
+    if (out)
+        *out = ctx;
+    else if (!rc)
         assert_int_equal(lite_finalize(ctx), 0);
     return rc;
+}
+
+static int init_with(const char *var, const char *value)
+{
+    return init_ctx(var, value, NULL);
 }
 
 static void test_init_refuses_bad_tuning(void **state)
 {
     /* one policy for every variable: a value that does not parse fails lite_init, naming it */
-    const char *cases[][2] = {{"LITETX_SPIN_US", "abc"},
-                              {"LITETX_SPIN_PAUSE_NS", "5000"},
-                              {"LITETX_IMM_COUNTERS", "0"},
-                              {"LITETX_YIELD", "yes"}};
+    const char *cases[][2] = {{"LITETX_SPIN_US", "abc"},     {"LITETX_SPIN_PAUSE_NS", "5000"},
+                              {"LITETX_IMM_COUNTERS", "0"},  {"LITETX_YIELD", "yes"},
+                              {"LITETX_COLL_ALGO", "ring"},  {"LITETX_COLL_CHUNK", "-4k"},
+                              {"LITETX_COLL_CHECK", "maybe"}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         assert_int_equal(init_with(cases[i][0], cases[i][1]), -LITE_ERR_CONFIG);
         assert_non_null(strstr(lite_init_error(), cases[i][0]));
@@ -102,13 +113,75 @@ static void test_init_refuses_bad_tuning(void **state)
     assert_int_equal(init_with("LITETX_SPIN_US", "50"), 0);
 }
 
+/* The collective options: read from the environment once by lite_init, then lite_coll_set's. */
+static void test_coll_opts(void **state)
+{
+    lite_coll_opts_t o = lite_coll_opts_default();
+    assert_int_equal(o.struct_size, sizeof(o));
+    assert_int_equal(o.algo, LITE_COLL_ALGO_AUTO);
+    assert_int_equal(o.chunk, 0);
+    assert_int_equal(o.check, 1);
+    setenv("LITETX_COLL_CHUNK", "64k", 1);
+    setenv("LITETX_COLL_CHECK", "off", 1);
+    lite_ctx_t *ctx = NULL;
+    assert_int_equal(init_ctx("LITETX_COLL_ALGO", "rsag", &ctx), 0);
+    unsetenv("LITETX_COLL_CHUNK");
+    unsetenv("LITETX_COLL_CHECK");
+    assert_int_equal(lite_coll_get(ctx, &o), 0);
+    assert_int_equal(o.algo, LITE_COLL_ALGO_RSAG);
+    assert_int_equal(o.chunk, 65536);
+    assert_int_equal(o.check, 0);
+    /* the environment is not read again */
+    setenv("LITETX_COLL_ALGO", "ring", 1);
+    float x = 1.5f, y = 0;
+    assert_int_equal(lite_allreduce(ctx, &x, &y, 1, LITE_F32, LITE_SUM, 1000), 0);
+    unsetenv("LITETX_COLL_ALGO");
+    assert_true(y == 1.5f);
+    /* set, then get it back */
+    lite_coll_opts_t n = lite_coll_opts_default();
+    n.algo = LITE_COLL_ALGO_PIPE;
+    n.chunk = 4096;
+    assert_int_equal(lite_coll_set(ctx, &n), 0);
+    lite_coll_opts_t g = lite_coll_opts_default();
+    assert_int_equal(lite_coll_get(ctx, &g), 0);
+    assert_int_equal(g.algo, LITE_COLL_ALGO_PIPE);
+    assert_int_equal(g.chunk, 4096);
+    assert_int_equal(g.check, 1);
+    /* each bad field refused with a detail, the options unchanged */
+    for (int i = 0; i < 6; i++) {
+        lite_coll_opts_t b = lite_coll_opts_default();
+        if (i == 0)
+            b.struct_size = 8;
+        if (i == 1)
+            b.algo = 4;
+        if (i == 2)
+            b.chunk = (1ull << 40) + 1;
+        if (i == 3)
+            b.check = 2;
+        if (i == 4)
+            b.reserved[4] = 1;
+        if (i == 5)
+            b.algo = -1;
+        assert_int_equal(lite_coll_set(ctx, &b), -EINVAL);
+        assert_non_null(strstr(lite_last_error(ctx), "lite_coll_set"));
+    }
+    g = lite_coll_opts_default();
+    assert_int_equal(lite_coll_get(ctx, &g), 0);
+    assert_int_equal(g.algo, LITE_COLL_ALGO_PIPE);
+    assert_int_equal(lite_coll_set(NULL, &n), -EINVAL);
+    assert_int_equal(lite_coll_set(ctx, NULL), -EINVAL);
+    assert_int_equal(lite_coll_get(NULL, &g), -EINVAL);
+    g.struct_size = 0;
+    assert_int_equal(lite_coll_get(ctx, &g), -EINVAL);
+    assert_int_equal(lite_finalize(ctx), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_find),
-        cmocka_unit_test(test_closest),
-        cmocka_unit_test(test_warn_unknown),
-        cmocka_unit_test(test_init_refuses_bad_tuning),
+        cmocka_unit_test(test_find),         cmocka_unit_test(test_closest),
+        cmocka_unit_test(test_warn_unknown), cmocka_unit_test(test_init_refuses_bad_tuning),
+        cmocka_unit_test(test_coll_opts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,8 @@
 #                                    the dev build, then an ASan+UBSan build of the same suite
 #
 # Environment: BUILD_DIR (default build), JOBS (default 2), SKIP_SANITIZERS=1 to skip the
-# sanitizer pass of `test`. Each mode sets every build option it relies on, so the two modes can
+# sanitizer pass of `test`, RXE_VM_TOOLS (the Soft-RoCE VM tools for rdma.vm_suite, which is
+# skipped without them; docs/RDMA.md; default: CI's copy when present). Each mode sets every build option it relies on, so the two modes can
 # share BUILD_DIR in either order (CMake would otherwise keep the other mode's cached values).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,8 @@ JOBS=${JOBS:-2}
 # Debian packages the build needs; the test suite adds what its real peers and launchers need.
 PACKAGES=(build-essential cmake pkg-config libjson-c-dev libcmocka-dev)
 # The test suite builds every backend that can run here and runs each against real components:
-#   rdma: libibverbs, and a Soft-RoCE qemu VM (../shared/tools/rxe-vm) with perftest as the peer;
+#   rdma: libibverbs, and a Soft-RoCE qemu VM (the Soft-RoCE VM tools, RXE_VM_TOOLS) with
+#         perftest as the peer;
 #   efa:  libfabric with its tcp;ofi_rxm and shm providers;
 #   mpirun: the same test binary launched by Open MPI;
 #   man.check: groff formats every man page with its warnings on;
@@ -97,6 +99,16 @@ demo)
 test)
     PACKAGES+=("${TEST_PACKAGES[@]}")
     install_missing
+    # CI keeps the Soft-RoCE VM tools next to its checkout; anywhere else RXE_VM_TOOLS names them.
+    if [ -z "${RXE_VM_TOOLS:-}" ] && [ -x ../shared/tools/rxe-vm/rxe-vm-run.sh ]; then
+        RXE_VM_TOOLS=$(cd ../shared/tools/rxe-vm && pwd)
+    fi
+    if [ -n "${RXE_VM_TOOLS:-}" ]; then
+        export RXE_VM_TOOLS
+        echo "== Soft-RoCE VM tools: RXE_VM_TOOLS=$RXE_VM_TOOLS"
+    else
+        echo "== RXE_VM_TOOLS not set: rdma.vm_suite will be skipped (docs/RDMA.md)"
+    fi
     echo "== dev build and test suite ($BUILD_DIR)"
     if [ "${QUICKSTART_LIST_ONLY:-0}" = 1 ]; then # configure and list only: tests/quickstart_order.sh
         cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${TEST_OPTIONS[@]}" \

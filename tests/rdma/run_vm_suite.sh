@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # run_vm_suite.sh BUILD_DIR [SOURCE_DIR] - CTest rdma.vm_suite: boot the Soft-RoCE VM once
-# (../shared/tools/rxe-vm, or $RXE_VM_TOOLS) with BUILD_DIR shared, and run
+# (with the Soft-RoCE VM tools, RXE_VM_TOOLS; docs/RDMA.md) with BUILD_DIR shared, and run
 # tests/rdma/vm_suite.sh inside: the multi-process suite over LITETX_TRANSPORT=rdma on rxe0,
 # two-rail runs, and perftest vs liblitetx. Builds nothing of the project; builds the VM image
 # (build-image.sh) if it is missing.
 #
-# Exit: 0 passed; 1 failed; 77 skipped (printed reason: no qemu, no image, no VM tools, no
-# libibverbs-built tests). Environment: RXE_VM_TOOLS, RXE_VM_DIR (image), RDMA_SUITE_QUICK=1
+# Exit: 0 passed; 1 failed; 77 skipped (printed reason: RXE_VM_TOOLS unset or without the
+# tools, no qemu, no image, no libibverbs-built tests). Environment: RXE_VM_TOOLS (the folder
+# holding rxe-vm-run.sh and build-image.sh; required), RXE_VM_DIR (image), RDMA_SUITE_QUICK=1
 # (fewer cases), RDMA_SUITE_ONLY=perf (only the perftest comparison, 5 rounds),
 # RDMA_SUITE_ONLY=kill_soak (only the kill-a-peer soak, RDMA_KILL_TRIALS trials, default 30),
 # RDMA_SUITE_ONLY=cm (the cases with LITETX_RDMA_CM=1), RDMA_PERF_CM=1 (perf: also rdma_cm),
@@ -18,8 +19,10 @@ SRC=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=$(cd "$BUILD" && pwd)
 skip() { echo "SKIPPED: rdma.vm_suite: $*"; exit 77; }
 
-TOOLS=${RXE_VM_TOOLS:-$SRC/../shared/tools/rxe-vm}
-[ -x "$TOOLS/rxe-vm-run.sh" ] || skip "the Soft-RoCE VM tools are not at $TOOLS (set RXE_VM_TOOLS)"
+[ -n "${RXE_VM_TOOLS:-}" ] ||
+    skip "RXE_VM_TOOLS is not set (the folder of the Soft-RoCE VM tools rxe-vm-run.sh and build-image.sh; docs/RDMA.md)"
+TOOLS=$RXE_VM_TOOLS
+[ -x "$TOOLS/rxe-vm-run.sh" ] || skip "RXE_VM_TOOLS=$TOOLS holds no executable rxe-vm-run.sh"
 command -v qemu-system-x86_64 > /dev/null || skip "qemu-system-x86_64 not installed (apt-get install qemu-system-x86)"
 [ -x "$BUILD/tests/rdma/vm_suite.sh" ] || [ -f "$BUILD/tests/rdma/vm_suite.sh" ] ||
     skip "$BUILD/tests/rdma/vm_suite.sh missing (configure with libibverbs-dev installed)"

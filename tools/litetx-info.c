@@ -28,7 +28,6 @@ static const struct {
     {LITE_CAP_WRITE, "write"},
     {LITE_CAP_WRITE_IMM, "write_imm"},
     {LITE_CAP_READ, "read"},
-    {LITE_CAP_TAGGED, "tagged"},
     {LITE_CAP_DEVICE_MEM, "device_mem"},
     {LITE_CAP_ENCRYPTED, "encrypted"},
     {LITE_CAP_MULTI_RAIL, "multi_rail"},

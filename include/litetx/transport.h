@@ -60,14 +60,14 @@
 extern "C" {
 #endif
 
-#define LITE_TRANSPORT_ABI_VERSION 1
+#define LITE_TRANSPORT_ABI_VERSION 2
 
 /* Capability bits a backend declares; the core branches on these, never on a backend's name. */
 enum lite_transport_cap {
-    LITE_CAP_WRITE = 1u << 0,      /* one-sided write */
-    LITE_CAP_WRITE_IMM = 1u << 1,  /* one-sided write with a 32-bit immediate */
-    LITE_CAP_READ = 1u << 2,       /* one-sided read */
-    LITE_CAP_TAGGED = 1u << 3,     /* native tagged messaging (the core may skip its matching) */
+    LITE_CAP_WRITE = 1u << 0,     /* one-sided write */
+    LITE_CAP_WRITE_IMM = 1u << 1, /* one-sided write with a 32-bit immediate */
+    LITE_CAP_READ = 1u << 2,      /* one-sided read */
+    /* 1u << 3: unused (was a "native tagged messaging" bit that nothing read) */
     LITE_CAP_DEVICE_MEM = 1u << 4, /* GPU memory can be registered and moved */
     LITE_CAP_ENCRYPTED = 1u << 5,  /* can encrypt and authenticate (lite_security) */
     LITE_CAP_MULTI_RAIL = 1u << 6, /* several NICs/rails per process */
@@ -137,6 +137,35 @@ struct lite_tp_mr_keys {
 
 enum lite_rma_kind { LITE_RMA_WRITE = 1, LITE_RMA_READ = 2 };
 
+/*
+ * Hints and promises the core attaches to one one-sided op (lite_tp_rma.flags). Each bit says
+ * whether a backend MUST honour it or MAY ignore it; ignoring a "may" bit costs speed only.
+ *
+ *   bit                        backend   what it means
+ *   LITE_RMA_F_TRUSTED         may       the target itself sent this address and key for this
+ *                                        very op (a rendezvous CTS): a backend that confirms keys
+ *                                        with the target before first use may skip that round
+ *                                        trip. Never set on descriptors from the application.
+ *   LITE_RMA_F_MORE            may       more ops follow at once (a batch, as libfabric's
+ *                                        FI_MORE): the backend may hold this one and send it
+ *                                        with the next; the last op of a batch lacks the bit.
+ *   LITE_RMA_F_LOCAL_DONE      may       complete the write once `local` may be reused rather
+ *                                        than once the data is in place: the core learns of the
+ *                                        delivery otherwise (the rendezvous FIN queued behind it
+ *                                        on a LITE_CAP_ORDERED_WRITE_MSG transport). Ignoring it
+ *                                        completes later, which is always correct.
+ *   LITE_RMA_F_REFUSAL_TO_NEXT must      with LITE_RMA_F_LOCAL_DONE honoured: a refusal of this
+ *                                        write at the target is reported with the next
+ *                                        acknowledged write to the same peer (a batch's last op)
+ *                                        instead of being dropped.
+ */
+enum lite_tp_rma_flag {
+    LITE_RMA_F_TRUSTED = 1u << 0,
+    LITE_RMA_F_MORE = 1u << 1,
+    LITE_RMA_F_LOCAL_DONE = 1u << 2,
+    LITE_RMA_F_REFUSAL_TO_NEXT = 1u << 3,
+};
+
 /* One one-sided operation, fully resolved by the core (bounds already checked locally). */
 struct lite_tp_rma {
     int kind;           /* enum lite_rma_kind */
@@ -151,20 +180,7 @@ struct lite_tp_rma {
     uint64_t rkey[LITE_MAX_RAILS];
     bool has_imm; /* write only: count `imm` at the target after the data is in place */
     uint32_t imm;
-    /* The core vouches for the remote address and key: the target itself sent them for this very
-     * op (a rendezvous CTS), so a backend that confirms keys with the target before first use may
-     * skip that round trip. False for descriptors that came from the application. */
-    bool remote_trusted;
-    /* More ops follow at once (a batch, like libfabric's FI_MORE): the backend may hold this one
-     * and send it with the next; the last op of a batch has `more` false. */
-    bool more;
-    /* Complete the write as soon as `local` may be reused, not when the data is in place: the
-     * core learns of the delivery otherwise (the rendezvous FIN queued behind it on an ordered
-     * transport). A backend may ignore this and complete later. */
-    bool local_completion;
-    /* With local_completion: a refusal of this write at the target is reported with the next
-     * acknowledged write to the same peer (a batch's last op) instead of being dropped. */
-    bool refusal_to_next;
+    uint32_t flags; /* enum lite_tp_rma_flag bits */
 };
 
 struct lite_core;      /* the core's side of a backend instance (opaque to backends) */

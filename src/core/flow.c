@@ -465,7 +465,8 @@ static void start_write(struct lite_ctx *ctx, struct lite_request *r)
      * acknowledgement: the send is complete when its buffer may be reused (as an MPI send is).
      * The stage is set before the post: the write may complete inside rma_post. */
     bool ordered = (ctx->ops.caps & LITE_CAP_ORDERED_WRITE_MSG) != 0;
-    rv->write.local_completion = ordered;
+    if (ordered)
+        rv->write.flags |= LITE_RMA_F_LOCAL_DONE;
     rv->stage = ordered ? ST_WRITE_FIN : ST_WRITE;
     rv->pending = 2; /* ST_WRITE_FIN: the write and the FIN */
     int rc = lite_rma_post(ctx, &rv->write, r);
@@ -526,7 +527,7 @@ static void rtr_write(struct lite_ctx *ctx, struct lite_request *r, const struct
                                      .remote_addr = ri.addr,
                                      .remote_core_key = ri.core_key,
                                      .nrails = ri.nrails,
-                                     .remote_trusted = true};
+                                     .flags = LITE_RMA_F_TRUSTED};
     memcpy(rv->write.rkey, ri.rkey, sizeof(rv->write.rkey));
     start_write(ctx, r);
 }
@@ -749,7 +750,7 @@ int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
                                          .remote_offset = 0,
                                          .remote_core_key = ri.core_key,
                                          .nrails = ri.nrails,
-                                         .remote_trusted = true};
+                                         .flags = LITE_RMA_F_TRUSTED};
         memcpy(rv->write.rkey, ri.rkey, sizeof(rv->write.rkey));
         if (rv->abandoned) {
             /* The caller gave up on this send: the receiver's receive fails instead. */

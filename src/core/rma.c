@@ -70,20 +70,20 @@ static int post_one(struct lite_ctx *ctx, struct lite_request *req, struct lite_
             req->error = rc;
         return 0;
     }
-    struct lite_tp_rma r = {.kind = kind,
-                            .peer = peer,
-                            .local = laddr,
-                            .local_handle = local->keys.handle,
-                            .len = len,
-                            .remote_addr = ri.addr,
-                            .remote_offset = remote_off,
-                            .remote_core_key = ri.core_key,
-                            .nrails = ri.nrails,
-                            .has_imm = o->has_imm,
-                            .imm = o->imm,
-                            .more = o->more,
-                            .local_completion = o->local_completion,
-                            .refusal_to_next = o->local_completion};
+    struct lite_tp_rma r = {
+        .kind = kind,
+        .peer = peer,
+        .local = laddr,
+        .local_handle = local->keys.handle,
+        .len = len,
+        .remote_addr = ri.addr,
+        .remote_offset = remote_off,
+        .remote_core_key = ri.core_key,
+        .nrails = ri.nrails,
+        .has_imm = o->has_imm,
+        .imm = o->imm,
+        .flags = (o->more ? LITE_RMA_F_MORE : 0) |
+                 (o->local_completion ? LITE_RMA_F_LOCAL_DONE | LITE_RMA_F_REFUSAL_TO_NEXT : 0)};
     memcpy(r.rkey, ri.rkey, sizeof(r.rkey));
     req->pending_ops++;
     rc = lite_rma_post(ctx, &r, req);

@@ -19,7 +19,7 @@
  *   DATA  (len)   the bytes announced by the WRITE or RESP just before
  *
  * A write asks for no ACK (F_NOACK) when the core learns of its delivery otherwise (it set
- * local_completion: the rendezvous FIN or a batch's last page follows it on the same ordered
+ * LITE_RMA_F_LOCAL_DONE: the rendezvous FIN or a batch's last page follows it on the same ordered
  * channel); its refusal is then kept for the next ACK (F_STICKY) or dropped. Messages to a peer
  * are ordered, so the emulation provides LITE_CAP_ORDERED_WRITE_MSG, and a refusal is an answer,
  * not a broken connection (LITE_CAP_REVOCABLE_RMA): the rendezvous of large messages runs over it
@@ -197,10 +197,10 @@ int lite_emu_post(struct lite_ctx *ctx, const struct lite_tp_rma *rma, void *op)
     e->len = rma->len;
     e->local = rma->local;
     e->id = ++p->emu_next_id;
-    bool answer = read || !rma->local_completion;
+    bool answer = read || !(rma->flags & LITE_RMA_F_LOCAL_DONE);
     bool data = !read && rma->len > 0;
     uint32_t flags = (rma->has_imm ? F_IMM : 0) | (answer ? 0 : F_NOACK) |
-                     (!answer && rma->refusal_to_next ? F_STICKY : 0);
+                     (!answer && (rma->flags & LITE_RMA_F_REFUSAL_TO_NEXT) ? F_STICKY : 0);
     lite_put64(e->msg, e->id);
     lite_put64(e->msg + 8, rma->remote_core_key);
     lite_put64(e->msg + 16, rma->remote_offset);

@@ -18,7 +18,7 @@
  * fails its stripes into the region that are not yet posted (-LITE_ERR_REMOTE_KEY), and answers
  * (INVAL_ACK) once its ops into the region that are under way are over: after lite_mr_dereg
  * returns, no byte of this peer lands there, whether the provider or the writer copies it.
- * Ops the core marks remote_trusted (a rendezvous write into the buffer the target announced in
+ * Ops the core marks LITE_RMA_F_TRUSTED (a rendezvous write into the buffer the target announced in
  * its own CTS) skip the question: the target sent those keys itself, for that op.
  *
  * STRIPES. A write (or read) of at least 2 x stripe_min bytes is cut into one stripe per rail
@@ -422,10 +422,10 @@ static void start(struct lite_transport *t, struct efa_rma *m, const struct efa_
 
 /* ---- paged batches ----
  *
- * lite_write_paged posts one op per page, every one but the last with `more`. One fi_writemsg
- * per page costs a provider command and a completion each (and a remote CQ entry): 4 KiB pages
- * ran at a tenth of a contiguous write's speed. So the pages of such a batch to one peer and
- * one confirmed region are gathered instead: runs of pages adjacent at both ends coalesce into
+ * lite_write_paged posts one op per page, every one but the last with LITE_RMA_F_MORE. One
+ * fi_writemsg per page costs a provider command and a completion each (and a remote CQ entry): 4
+ * KiB pages ran at a tenth of a contiguous write's speed. So the pages of such a batch to one peer
+ * and one confirmed region are gathered instead: runs of pages adjacent at both ends coalesce into
  * one segment, and each write carries up to t->iov_max segments (shm and tcp;ofi_rxm: 4). The
  * target still counts one immediate per page: with 8 bytes of CQ data each write says how many
  * pages it covers (LITE_EFA_CQ_COUNT_SHIFT); otherwise the writes go plain and, once all are in
@@ -515,10 +515,11 @@ static int batch_add(struct lite_transport *t, const struct lite_tp_rma *r, void
                 m->r.imm == r->imm && m->batch->nops < BATCH_MAX_OPS;
     if (m && !fits)
         lite_efa_batch_close(t, true);
-    if (!fits && !r->more)
+    if (!fits && !(r->flags & LITE_RMA_F_MORE))
         return 0; /* a lone write, or a batch's only page: the usual path */
-    if (r->kind != LITE_RMA_WRITE || r->len == 0 || !r->local_handle || r->remote_trusted ||
-        r->len > BATCH_SEG_MAX || r->len >= 2 * t->cfg.stripe_min) {
+    if (r->kind != LITE_RMA_WRITE || r->len == 0 || !r->local_handle ||
+        (r->flags & LITE_RMA_F_TRUSTED) || r->len > BATCH_SEG_MAX ||
+        r->len >= 2 * t->cfg.stripe_min) {
         if (fits)
             lite_efa_batch_close(t, true);
         return 0;
@@ -572,7 +573,7 @@ static int batch_add(struct lite_transport *t, const struct lite_tp_rma *r, void
         b->seg[b->nseg++] =
             (struct efa_seg){.local = local, .roff = r->remote_offset, .len = r->len, .pages = 1};
     }
-    if (!r->more)
+    if (!(r->flags & LITE_RMA_F_MORE))
         lite_efa_batch_close(t, true);
     return 1;
 }
@@ -587,7 +588,7 @@ int lite_efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, voi
     if (p->dead || p->lost || t->rail[0].addr[r->peer] == FI_ADDR_NOTAVAIL ||
         lite_efa_peer_gone(t, r->peer))
         return -LITE_ERR_PEER_LOST;
-    if (r->more || t->batch_open) {
+    if ((r->flags & LITE_RMA_F_MORE) || t->batch_open) {
         int rc = batch_add(t, r, op);
         if (rc)
             return rc < 0 ? rc : 0;
@@ -598,7 +599,7 @@ int lite_efa_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, voi
     m->op = op;
     m->peer = r->peer;
     m->r = *r;
-    if (r->remote_trusted) {
+    if (r->flags & LITE_RMA_F_TRUSTED) {
         /* The target sent this descriptor itself for this very op (a rendezvous CTS): its keys
          * and address are what QREPLY would say, and the region lives until the op is over.
          * No round trip, and nothing cached (the region is gone after the op). */
@@ -999,7 +1000,7 @@ static int on_qreply(struct lite_transport *t, int peer, uint64_t key, const uin
 /* Is this op's data still on its way into the target's region `key`? */
 static bool going_into(const struct efa_rma *m, uint64_t key)
 {
-    return m->stage == RMA_DATA && !m->orphan && !m->r.remote_trusted &&
+    return m->stage == RMA_DATA && !m->orphan && !(m->r.flags & LITE_RMA_F_TRUSTED) &&
            m->r.remote_core_key == key;
 }
 

@@ -161,7 +161,7 @@ struct conn {
     bool bye; /* the peer announced an orderly close */
     bool out_armed;
     bool in_rx; /* inside conn_rx: answers wait in txq and leave together at its end */
-    bool held;  /* frames wait in txq for the end of a batch (lite_tp_rma.more) */
+    bool held;  /* frames wait in txq for the end of a batch (LITE_RMA_F_MORE) */
     int broken; /* a send outside progress broke a link that may resume: the break is
                  * handled at the next progress (drain_link reads, which no post may do) */
     char broken_why[96];
@@ -1302,17 +1302,19 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
     struct conn *c = conn_of(t, ROLE_MAIN, r->peer); /* holds the pair's slots */
     if (c->dead || (c->fd < 0 && !t->lazy && t->routes[r->peer].state == LINK_UP))
         return -LITE_ERR_PEER_LOST;
-    if (r->kind == LITE_RMA_WRITE && r->local_completion) {
+    bool more = (r->flags & LITE_RMA_F_MORE) != 0;
+    if (r->kind == LITE_RMA_WRITE && (r->flags & LITE_RMA_F_LOCAL_DONE)) {
         /* Done when the bytes are in the socket: no slot, and the target sends no answer. */
-        struct lite_wire_hdr h = {.type = LITE_WIRE_WRITE,
-                                  .flags = LITE_WIRE_F_NOACK |
-                                           (r->refusal_to_next ? LITE_WIRE_F_STICKY : 0) |
-                                           (r->has_imm ? LITE_WIRE_F_IMM : 0),
-                                  .imm = r->imm,
-                                  .len = r->len,
-                                  .key = r->remote_core_key,
-                                  .offset = r->remote_offset};
-        return send_frame(t, r->peer, &h, r->local, TX_DONE_OP, op, !r->more);
+        struct lite_wire_hdr h = {
+            .type = LITE_WIRE_WRITE,
+            .flags = LITE_WIRE_F_NOACK |
+                     (r->flags & LITE_RMA_F_REFUSAL_TO_NEXT ? LITE_WIRE_F_STICKY : 0) |
+                     (r->has_imm ? LITE_WIRE_F_IMM : 0),
+            .imm = r->imm,
+            .len = r->len,
+            .key = r->remote_core_key,
+            .offset = r->remote_offset};
+        return send_frame(t, r->peer, &h, r->local, TX_DONE_OP, op, !more);
     }
     uint64_t id;
     int i = slot_get(c, &id);
@@ -1336,7 +1338,7 @@ static int tcp_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, v
     /* Completion comes with the peer's answer, not when the bytes leave. Frames of a batch
      * leave together (one gathered sendmsg) when its last op is posted. */
     int rc = send_frame(t, r->peer, &h, r->kind == LITE_RMA_WRITE ? r->local : NULL, TX_DONE_NONE,
-                        NULL, !r->more);
+                        NULL, !more);
     if (rc)
         slot_put(c, sl);
     return rc;

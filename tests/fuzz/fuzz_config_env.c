@@ -88,7 +88,7 @@ static void check_efa(void)
     struct efa_cfg c;
     char why[256];
     memset(why, 0x7f, sizeof(why));
-    int rc = lite_efa_cfg_read(&c, why, sizeof(why));
+    int rc = lite_efa_cfg_read(&c, NULL, why, sizeof(why));
     if (rc != 0) {
         FUZZ_CHECK(rc == -LITE_ERR_CONFIG);
         FUZZ_CHECK(memchr(why, 0, sizeof(why)) != NULL && why[0]);

@@ -4,6 +4,7 @@
  * bench/run_coll_compare.sh by PEERS, uses the same method and prints the same RESULT lines).
  *
  *   litetx-run -n N litetx_coll_bench [BATCHES] [TARGET_SECONDS] [--pin] [--only NAME]
+ *                                     [--mem host|cuda]
  *
  * For each case: 3 warm-up calls, then rank 0 calibrates an iteration count so one batch takes
  * about TARGET seconds (default 0.3; three times that at 64 MiB) and broadcasts it; then BATCHES
@@ -18,7 +19,9 @@
  * LITETX_COLL_CHUNK and LITETX_COLL_CHECK apply as everywhere (read once, by lite_init);
  * --algo LIST (comma-separated: auto, direct, rsag, pipe) runs every case once per algorithm in
  * the same job, switched with lite_coll_set between cases and named case/algorithm; --chunk
- * BYTES sets the pipeline chunk the same way.
+ * BYTES sets the pipeline chunk the same way. --mem cuda puts every buffer on CUDA device
+ * LITETX_BENCH_DEVICE (default 0; the library stages them, or hands them to a backend that
+ * takes device buffers).
  */
 #include <sched.h>
 #include <stdio.h>
@@ -27,10 +30,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_cuda.h"
 #include "litetx/litetx.h"
 
 static lite_ctx_t *ctx;
 static int rank, np;
+static int on_device; /* --mem cuda */
 
 static double now_s(void)
 {
@@ -194,7 +199,30 @@ static struct buf2 alloc2(size_t in_bytes, size_t out_bytes, size_t count)
     }
     memset(b.in, rank + 1, in_bytes);
     memset(b.out, 0, out_bytes);
+    if (on_device) {
+        struct buf2 d = {bcuda_alloc(in_bytes), bcuda_alloc(out_bytes), count};
+        if (!d.in || !d.out || bcuda_copy(d.in, b.in, in_bytes) ||
+            bcuda_copy(d.out, b.out, out_bytes)) {
+            fprintf(stderr, "rank %d: --mem cuda: device buffers of %zu + %zu bytes failed\n", rank,
+                    in_bytes, out_bytes);
+            exit(1);
+        }
+        free(b.in);
+        free(b.out);
+        return d;
+    }
     return b;
+}
+
+static void free2(struct buf2 *b)
+{
+    if (on_device) {
+        bcuda_free(b->in);
+        bcuda_free(b->out);
+    } else {
+        free(b->in);
+        free(b->out);
+    }
 }
 
 int main(int argc, char **argv)
@@ -203,6 +231,7 @@ int main(int argc, char **argv)
     double target = 0.3;
     const char *only = NULL;
     int pin = 0, pos = 0, bad = 0;
+    const char *mem = "host";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--pin"))
             pin = 1;
@@ -212,15 +241,23 @@ int main(int argc, char **argv)
             bad |= parse_algos(argv[++i]) != 0;
         else if (!strcmp(argv[i], "--chunk") && i + 1 < argc)
             bad |= (chunk_opt = strtoull(argv[++i], NULL, 10)) == 0;
+        else if (!strcmp(argv[i], "--mem") && i + 1 < argc)
+            mem = argv[++i];
         else if (pos++ == 0)
             batches = atoi(argv[i]);
         else
             target = atof(argv[i]);
     }
-    if (batches < 1 || target <= 0 || bad) {
+    on_device = !strcmp(mem, "cuda");
+    if (batches < 1 || target <= 0 || bad || (!on_device && strcmp(mem, "host"))) {
         fprintf(stderr, "usage: litetx_coll_bench [BATCHES] [TARGET_S] [--pin] [--only NAME] "
-                        "[--algo auto,direct,rsag,pipe] [--chunk BYTES]\n");
+                        "[--algo auto,direct,rsag,pipe] [--chunk BYTES] [--mem host|cuda]\n");
         return 2;
+    }
+    char why[200];
+    if (on_device && bcuda_init(why, sizeof(why))) {
+        fprintf(stderr, "litetx_coll_bench: --mem cuda: %s\n", why);
+        return 1;
     }
     lite_config_t cfg = lite_config_default();
     int rc = lite_init(&cfg, &ctx);
@@ -237,8 +274,9 @@ int main(int argc, char **argv)
         sched_setaffinity(0, sizeof(set), &set);
     }
     if (rank == 0)
-        printf("# litetx_coll_bench: %d ranks, transport %s, %d batches of ~%.2f s%s\n", np,
-               lite_transport_name(ctx), batches, target, pin ? ", pinned" : "");
+        printf("# litetx_coll_bench: %d ranks, transport %s, %s memory, %d batches of ~%.2f s%s\n",
+               np, lite_transport_name(ctx), on_device ? "cuda" : "host", batches, target,
+               pin ? ", pinned" : "");
 
     size_t ar_sizes[] = {4096, 1u << 20, 64u << 20};
     if (!only || !strcmp(only, "allreduce"))
@@ -246,8 +284,7 @@ int main(int argc, char **argv)
             struct buf2 b = alloc2(ar_sizes[s], ar_sizes[s], ar_sizes[s] / 4);
             bench_algos("allreduce", do_allreduce, &b, ar_sizes[s], 2.0 * (np - 1) / np, batches,
                         ar_sizes[s] >= (64u << 20) ? target * 3 : target);
-            free(b.in);
-            free(b.out);
+            free2(&b);
         }
     if (!only || !strcmp(only, "barrier"))
         bench_algos("barrier", do_barrier, NULL, 0, 0.0, batches, target);
@@ -258,21 +295,18 @@ int main(int argc, char **argv)
             size_t pp = pp_opts[k], tot = pp * (size_t)np;
             struct buf2 b = alloc2(tot, tot, pp);
             bench_algos(names[k], do_alltoall, &b, tot, 1.0 * (np - 1) / np, batches, target);
-            free(b.in);
-            free(b.out);
+            free2(&b);
         }
     }
     if (!only || !strcmp(only, "bcast")) {
         struct buf2 b = alloc2(1u << 20, 0, 1u << 20);
         bench_algos("bcast_1MiB", do_bcast, &b, 1u << 20, 1.0, batches, target);
-        free(b.in);
-        free(b.out);
+        free2(&b);
     }
     if (!only || !strcmp(only, "allgather")) {
         struct buf2 b = alloc2(1u << 20, (1u << 20) * (size_t)np, 1u << 20);
         bench_algos("allgather_1M", do_allgather, &b, 1u << 20, 1.0 * (np - 1), batches, target);
-        free(b.in);
-        free(b.out);
+        free2(&b);
     }
     lite_finalize(ctx);
     return 0;

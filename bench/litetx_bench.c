@@ -28,6 +28,8 @@
 
 #include <litetx/litetx.h>
 
+#include "bench_cuda.h"
+
 #define MAX_SIZES  64
 #define MAX_REPS   1000
 #define PLAN_WORDS 4
@@ -45,6 +47,7 @@ struct opts {
     int window;      /* bw: sends in flight */
     int timeout_ms;  /* bound of every single wait */
     const char *csv; /* CSV output file, or NULL */
+    bool cuda;       /* --mem cuda: messages from and into device memory */
 };
 
 struct bench {
@@ -54,7 +57,9 @@ struct bench {
     struct opts o;
     uint64_t *tx_tag, *rx_tag; /* last tag used per peer, per direction */
     FILE *csv;
-    uint8_t *sbuf, *rbuf;
+    uint8_t *sbuf, *rbuf; /* host: patterns are made and checked here */
+    uint8_t *sx, *rx;     /* what messages are sent from / received into: sbuf/rbuf, or device
+                           * buffers with --mem cuda */
     size_t buf_len;
 };
 
@@ -202,6 +207,28 @@ static void verify_or_die(struct bench *b, const uint8_t *buf, size_t len, uint6
             what, len, from, (unsigned long long)tag, bad, len);
 }
 
+/* The pattern of `seed` in the send buffer (copied to the device with --mem cuda). */
+static void tx_fill(struct bench *b, size_t size, uint64_t seed)
+{
+    pattern_fill(b->sbuf, size, seed);
+    if (b->sx != b->sbuf && bcuda_copy(b->sx, b->sbuf, size))
+        die(b, "copy to the device failed");
+}
+
+static void rx_clear(struct bench *b, size_t size)
+{
+    memset(b->rbuf, 0, size);
+    if (b->rx != b->rbuf && bcuda_copy(b->rx, b->rbuf, size))
+        die(b, "copy to the device failed");
+}
+
+static void rx_verify(struct bench *b, size_t size, uint64_t tag, int from, const char *what)
+{
+    if (b->rx != b->rbuf && bcuda_copy(b->rbuf, b->rx, size))
+        die(b, "copy from the device failed");
+    verify_or_die(b, b->rbuf, size, tag, from, what);
+}
+
 /* ---- messaging helpers (all bounded by --timeout) ---- */
 
 static void send_tag(struct bench *b, int peer, uint64_t tag, const void *buf, size_t len)
@@ -321,19 +348,19 @@ static void lat_loop(struct bench *b, size_t size, long n, double *rtt)
         for (long i = 0; i < n; i++) {
             /* No clock read in the pass timed as a whole: one costs 26-45 ns in a VM. */
             double t0 = rtt ? now_s() : 0;
-            lite_request_t *r = irecv_tag(b, peer, tag_rx(b, peer), b->rbuf, size);
-            lite_request_t *s = isend_tag(b, peer, tag_tx(b, peer), b->sbuf, size);
+            lite_request_t *r = irecv_tag(b, peer, tag_rx(b, peer), b->rx, size);
+            lite_request_t *s = isend_tag(b, peer, tag_tx(b, peer), b->sx, size);
             wait_req(b, s, size);
             wait_req(b, r, size);
             if (rtt)
                 rtt[i] = now_s() - t0;
         }
     } else {
-        lite_request_t *r = n > 0 ? irecv_tag(b, peer, tag_rx(b, peer), b->rbuf, size) : NULL;
+        lite_request_t *r = n > 0 ? irecv_tag(b, peer, tag_rx(b, peer), b->rx, size) : NULL;
         for (long i = 0; i < n; i++) {
             wait_req(b, r, size);
-            r = i + 1 < n ? irecv_tag(b, peer, tag_rx(b, peer), b->rbuf, size) : NULL;
-            send_tag(b, peer, tag_tx(b, peer), b->sbuf, size);
+            r = i + 1 < n ? irecv_tag(b, peer, tag_rx(b, peer), b->rx, size) : NULL;
+            send_tag(b, peer, tag_tx(b, peer), b->sx, size);
         }
     }
 }
@@ -344,19 +371,19 @@ static void lat_verified(struct bench *b, size_t size, const char *what)
     int peer = 1 - b->rank;
     if (b->rank == 0) {
         uint64_t tt = tag_tx(b, peer), rt = tag_rx(b, peer);
-        pattern_fill(b->sbuf, size, pattern_seed(tt, size));
-        memset(b->rbuf, 0, size);
-        lite_request_t *r = irecv_tag(b, peer, rt, b->rbuf, size);
-        send_tag(b, peer, tt, b->sbuf, size);
+        tx_fill(b, size, pattern_seed(tt, size));
+        rx_clear(b, size);
+        lite_request_t *r = irecv_tag(b, peer, rt, b->rx, size);
+        send_tag(b, peer, tt, b->sx, size);
         wait_req(b, r, size);
-        verify_or_die(b, b->rbuf, size, rt, peer, what);
+        rx_verify(b, size, rt, peer, what);
     } else {
         uint64_t rt = tag_rx(b, peer), tt = tag_tx(b, peer);
-        memset(b->rbuf, 0, size);
-        recv_tag(b, peer, rt, b->rbuf, size);
-        verify_or_die(b, b->rbuf, size, rt, peer, what);
-        pattern_fill(b->sbuf, size, pattern_seed(tt, size));
-        send_tag(b, peer, tt, b->sbuf, size);
+        rx_clear(b, size);
+        recv_tag(b, peer, rt, b->rx, size);
+        rx_verify(b, size, rt, peer, what);
+        tx_fill(b, size, pattern_seed(tt, size));
+        send_tag(b, peer, tt, b->sx, size);
     }
 }
 
@@ -451,7 +478,7 @@ static double bw_batch(struct bench *b, size_t size, long n, lite_request_t **wi
         long posted = 0;
         for (long done = 0; done < n; done++) {
             while (posted < n && posted - done < w) {
-                win[posted % w] = isend_tag(b, 1, tag_tx(b, 1), b->sbuf, size);
+                win[posted % w] = isend_tag(b, 1, tag_tx(b, 1), b->sx, size);
                 posted++;
             }
             wait_req(b, win[done % w], size);
@@ -461,12 +488,12 @@ static double bw_batch(struct bench *b, size_t size, long n, lite_request_t **wi
     }
     long posted = 0;
     for (; posted < n && posted < w; posted++)
-        win[posted] = irecv_tag(b, 0, tag_rx(b, 0), b->rbuf, size);
+        win[posted] = irecv_tag(b, 0, tag_rx(b, 0), b->rx, size);
     send_tag(b, 0, tag_tx(b, 0), &token, sizeof(token));
     for (long done = 0; done < n; done++) {
         wait_req(b, win[done % w], size);
         if (posted < n) {
-            win[posted % w] = irecv_tag(b, 0, tag_rx(b, 0), b->rbuf, size);
+            win[posted % w] = irecv_tag(b, 0, tag_rx(b, 0), b->rx, size);
             posted++;
         }
     }
@@ -479,13 +506,13 @@ static void bw_verified(struct bench *b, size_t size, const char *what)
 {
     if (b->rank == 0) {
         uint64_t t = tag_tx(b, 1);
-        pattern_fill(b->sbuf, size, pattern_seed(t, size));
-        send_tag(b, 1, t, b->sbuf, size);
+        tx_fill(b, size, pattern_seed(t, size));
+        send_tag(b, 1, t, b->sx, size);
     } else {
         uint64_t t = tag_rx(b, 0);
-        memset(b->rbuf, 0, size);
-        recv_tag(b, 0, t, b->rbuf, size);
-        verify_or_die(b, b->rbuf, size, t, 0, what);
+        rx_clear(b, size);
+        recv_tag(b, 0, t, b->rx, size);
+        rx_verify(b, size, t, 0, what);
     }
 }
 
@@ -577,6 +604,8 @@ static void usage(FILE *f)
             "  --timeout MS           bound of every single wait (default 30000)\n"
             "  --csv FILE             CSV: mode,transport,ranks,size,metric,value,unit,rep\n"
             "                         (rep = 1..REPS, then 'median')\n"
+            "  --mem host|cuda        message buffers in host memory (default) or on CUDA device\n"
+            "                         LITETX_BENCH_DEVICE (default 0), driver loaded at run time\n"
             "transport: LITETX_TRANSPORT or litetx-run --transport NAME\n");
 }
 
@@ -687,6 +716,9 @@ static const struct mode *parse_args(int argc, char **argv, struct opts *o, bool
             o->timeout_ms = (int)l;
         } else if (!strcmp(a, "--csv")) {
             o->csv = v;
+        } else if (!strcmp(a, "--mem")) {
+            o->cuda = !strcmp(v, "cuda");
+            bad = o->cuda || !strcmp(v, "host") ? NULL : a;
         } else {
             bad = a;
         }
@@ -719,6 +751,12 @@ int main(int argc, char **argv)
     if (!m)
         return argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? 0 : 2;
 
+    /* The device before lite_init: a backend that binds one (nccl) takes the current one. */
+    char why[200];
+    if (b.o.cuda && bcuda_init(why, sizeof(why))) {
+        fprintf(stderr, "litetx_bench: --mem cuda: %s\n", why);
+        return 1;
+    }
     lite_config_t cfg = lite_config_default();
     int rc = lite_init(&cfg, &b.lc);
     if (rc) {
@@ -746,6 +784,14 @@ int main(int argc, char **argv)
     /* Touch the buffers so page faults stay out of the first timings. */
     memset(b.sbuf, 0x5a, b.buf_len);
     memset(b.rbuf, 0, b.buf_len);
+    b.sx = b.sbuf;
+    b.rx = b.rbuf;
+    if (b.o.cuda) {
+        if (!(b.sx = bcuda_alloc(b.buf_len)) || !(b.rx = bcuda_alloc(b.buf_len)))
+            die(&b, "--mem cuda: cannot allocate 2 x %zu bytes of device memory", b.buf_len);
+        if (bcuda_copy(b.sx, b.sbuf, b.buf_len) || bcuda_copy(b.rx, b.rbuf, b.buf_len))
+            die(&b, "--mem cuda: copy to the device failed");
+    }
 
     if (b.rank == 0) {
         if (b.o.csv) {
@@ -755,8 +801,8 @@ int main(int argc, char **argv)
             fprintf(b.csv, "mode,transport,ranks,size,metric,value,unit,rep\n");
         }
         const char *spin = getenv("LITETX_SPIN_US");
-        printf("# litetx_bench %s: liblitetx %s, transport %s, %d ranks, %d rep(s), ", m->name,
-               lite_version(), b.transport, b.world, b.o.reps);
+        printf("# litetx_bench %s: liblitetx %s, transport %s, %d ranks, %s memory, %d rep(s), ",
+               m->name, lite_version(), b.transport, b.world, b.o.cuda ? "cuda" : "host", b.o.reps);
         if (b.o.iters)
             printf("%ld iters/rep", b.o.iters);
         else
@@ -772,6 +818,10 @@ int main(int argc, char **argv)
     if (b.csv && fclose(b.csv) != 0)
         die(&b, "writing %s failed", b.o.csv);
     lite_finalize(b.lc);
+    if (b.o.cuda) {
+        bcuda_free(b.sx);
+        bcuda_free(b.rx);
+    }
     free(b.sbuf);
     free(b.rbuf);
     free(b.tx_tag);

@@ -9,9 +9,11 @@
 # against the CPU reference for every dtype/op and 1..2^26 elements; device buffers through
 # p2p, collectives and one-sided ops between two processes sharing the GPU over tcp and efa's
 # shm provider; the CPU-side and ABI checks), then the benchmarks: the reduction kernel against
-# cuMemcpy device-to-device at 64 MiB, and 16 MiB send/recv over tcp from host and from device
-# buffers, interleaved. Everything lands in OUT_DIR: gpu.txt (the device), build.log,
-# ctest.log, bench_kernel.txt, bench_tcp.txt, and summary.txt, one line per step.
+# cuMemcpy device-to-device at 64 MiB, 16 MiB send/recv over tcp from host and from device
+# buffers, interleaved, and litetx_bench bw / litetx_coll_bench allreduce with --mem host and
+# --mem cuda (2 ranks over tcp). Everything lands in OUT_DIR: gpu.txt (the device), build.log,
+# ctest.log, bench_kernel.txt, bench_tcp.txt, bench_p2p_{host,cuda}.txt,
+# bench_coll_{host,cuda}.txt, and summary.txt, one line per step.
 # Exit status: 0 when every step passed.
 set -u
 OUT_DIR=${1:-${OUT:-$PWD/gpu-suite-out}}
@@ -45,8 +47,8 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLITE_WITH_CUDA=ON \
         -DLITE_BUILD_EXAMPLES=OFF >"$OUT_DIR/build.log" 2>&1
 fi
-targets="litetx litetx-run test_gpu_cpu gpu_kernels gpu_mp gpu_bench"
-for t in test_gpu_abi test_kernel_ops litetx_fake_cuda; do
+targets="litetx litetx-run test_gpu_cpu gpu_kernels gpu_mp gpu_bench litetx_bench litetx_coll_bench"
+for t in test_gpu_abi test_kernel_ops litetx_fake_cuda test_gpu_fake; do
     if cmake --build "$BUILD" --target help 2>/dev/null | grep -q " $t\$"; then
         targets="$targets $t"
     fi
@@ -88,5 +90,23 @@ if LITETX_INIT_TIMEOUT_MS=20000 timeout 300 "$BUILD/litetx-run" -n 2 -t 280 --tr
 else
     step bench_tcp FAIL "$(tail -3 "$OUT_DIR/bench_tcp.txt")"
 fi
+# The bench programs with host and with device buffers, one after the other (2 ranks over tcp
+# sharing the GPU): p2p streaming bandwidth at 1 and 16 MiB, allreduce at 4 KiB, 1 and 64 MiB.
+for mem in host cuda; do
+    if LITETX_INIT_TIMEOUT_MS=20000 timeout 120 "$BUILD/litetx-run" -n 2 -t 110 --transport tcp \
+        "$BUILD/bench/litetx_bench" bw -s 1M,16M -T 1 -r 3 --mem $mem \
+        >"$OUT_DIR/bench_p2p_$mem.txt" 2>&1; then
+        step "p2p_bw_$mem" PASS "$(grep -E '^ *16M ' "$OUT_DIR/bench_p2p_$mem.txt" | head -1)"
+    else
+        step "p2p_bw_$mem" FAIL "$(tail -3 "$OUT_DIR/bench_p2p_$mem.txt")"
+    fi
+    if LITETX_INIT_TIMEOUT_MS=20000 timeout 150 "$BUILD/litetx-run" -n 2 -t 140 --transport tcp \
+        "$BUILD/bench/litetx_coll_bench" 3 0.1 --only allreduce --mem $mem \
+        >"$OUT_DIR/bench_coll_$mem.txt" 2>&1; then
+        step "coll_ar_$mem" PASS "$(grep 'bytes=67108864' "$OUT_DIR/bench_coll_$mem.txt" | head -1)"
+    else
+        step "coll_ar_$mem" FAIL "$(tail -3 "$OUT_DIR/bench_coll_$mem.txt")"
+    fi
+done
 echo "summary in $SUMMARY"
 exit $status

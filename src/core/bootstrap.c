@@ -97,6 +97,56 @@ static int send_frame(int fd, struct lite_tls_conn *tc, uint32_t type, uint32_t 
     return rc;
 }
 
+int lite_bootstrap_frame_decode(const uint8_t *h, struct lite_boot_frame *f)
+{
+    if (lite_get32(h) != BS_MAGIC)
+        return -LITE_ERR_PROTOCOL;
+    f->type = lite_get32(h + 4);
+    f->rank = lite_get32(h + 8);
+    f->world = lite_get32(h + 12);
+    f->len = lite_get32(h + 16);
+    if (f->type < BS_HELLO || f->type > BS_GO || f->len > BS_MAX_PAYLOAD)
+        return -LITE_ERR_PROTOCOL;
+    return 0;
+}
+
+int lite_bootstrap_hello_check(const uint8_t *h, const char **bad)
+{
+    struct lite_boot_frame f;
+    if (lite_bootstrap_frame_decode(h, &f) && lite_get32(h) != BS_MAGIC) {
+        *bad = "not a liblitetx bootstrap frame";
+        return -LITE_ERR_PROTOCOL;
+    }
+    if (lite_get32(h + 4) != BS_HELLO) {
+        *bad = "first frame is not a hello";
+        return -LITE_ERR_PROTOCOL;
+    }
+    if (f.len > LITE_BOOT_BLOB_MAX) {
+        *bad = "address blob too long";
+        return -LITE_ERR_PROTOCOL;
+    }
+    return 0;
+}
+
+int lite_bootstrap_table_parse(const uint8_t *p, uint32_t len, int world, void **blobs,
+                               size_t *lens)
+{
+    size_t off = 0;
+    for (int r = 0; r < world; r++) {
+        if (off + 4 > len)
+            return -LITE_ERR_PROTOCOL;
+        uint32_t l = lite_get32(p + off);
+        if (l > len - off - 4)
+            return -LITE_ERR_PROTOCOL;
+        if (!(blobs[r] = malloc(l + 1)))
+            return -ENOMEM;
+        memcpy(blobs[r], p + off + 4, l);
+        lens[r] = l;
+        off += 4 + l;
+    }
+    return 0;
+}
+
 /* Read one frame; -LITE_ERR_PROTOCOL for anything that is not a bootstrap frame, -EPROTO for a
  * TLS error (lite_tls_error: e.g. the root's alert that refuses this rank's certificate). */
 static int recv_frame(int fd, struct lite_tls_conn *tc, struct bs_frame *f, int64_t deadline)
@@ -106,14 +156,13 @@ static int recv_frame(int fd, struct lite_tls_conn *tc, struct bs_frame *f, int6
     int rc = link_read(fd, tc, h, sizeof(h), deadline);
     if (rc)
         return rc;
-    if (lite_get32(h) != BS_MAGIC)
+    struct lite_boot_frame hf;
+    if (lite_bootstrap_frame_decode(h, &hf))
         return -LITE_ERR_PROTOCOL;
-    f->type = lite_get32(h + 4);
-    f->rank = lite_get32(h + 8);
-    f->world = lite_get32(h + 12);
-    f->len = lite_get32(h + 16);
-    if (f->type < BS_HELLO || f->type > BS_GO || f->len > BS_MAX_PAYLOAD)
-        return -LITE_ERR_PROTOCOL;
+    f->type = hf.type;
+    f->rank = hf.rank;
+    f->world = hf.world;
+    f->len = hf.len;
     f->payload = malloc(f->len + 1);
     if (!f->payload)
         return -ENOMEM;
@@ -127,17 +176,22 @@ static int recv_frame(int fd, struct lite_tls_conn *tc, struct bs_frame *f, int6
 }
 
 /* The code an ABORT frame carries; one without (an older root) is read from its reason. */
-static int abort_code(const struct bs_frame *f)
+int lite_bootstrap_abort_code(uint32_t code, const char *reason)
 {
-    switch (f->rank) {
+    switch (code) {
     case ETIMEDOUT:
     case LITE_ERR_PEER_LOST:
     case LITE_ERR_CONFIG:
     case LITE_ERR_PROTOCOL:
-        return -(int)f->rank;
+        return -(int)code;
     default:
-        return strstr((char *)f->payload, "did not arrive") ? -ETIMEDOUT : -LITE_ERR_PEER_LOST;
+        return strstr(reason, "did not arrive") ? -ETIMEDOUT : -LITE_ERR_PEER_LOST;
     }
+}
+
+static int abort_code(const struct bs_frame *f)
+{
+    return lite_bootstrap_abort_code(f->rank, (const char *)f->payload);
 }
 
 static int listen_root(struct lite_bootstrap *b, const struct lite_settings *s, char *why,
@@ -433,14 +487,8 @@ static int conn_read(struct bs_root *g, struct bs_conn *c, const char **bad)
             }
         if (before < BS_HDR && c->got == BS_HDR) {
             uint32_t len = lite_get32(c->hdr + 16);
-            if (lite_get32(c->hdr + 4) != BS_HELLO) {
-                *bad = "first frame is not a hello";
+            if (lite_bootstrap_hello_check(c->hdr, bad))
                 return -1;
-            }
-            if (len > LITE_BOOT_BLOB_MAX) {
-                *bad = "address blob too long";
-                return -1;
-            }
             if (!(c->payload = malloc(len + 1))) {
                 *bad = "out of memory";
                 return -1;
@@ -768,20 +816,9 @@ int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t 
             free(f.payload);
             goto out;
         }
-        size_t off = 0;
-        for (int r = 0; r < b->world && !rc; r++) {
-            uint32_t l = 0;
-            if (f.type != BS_TABLE || off + 4 > f.len ||
-                (l = lite_get32(f.payload + off)) > f.len - off - 4)
-                rc = -LITE_ERR_PROTOCOL;
-            else if (!(blobs[r] = malloc(l + 1)))
-                rc = -ENOMEM;
-            else {
-                memcpy(blobs[r], f.payload + off + 4, l);
-                lens[r] = l;
-                off += 4 + l;
-            }
-        }
+        rc = f.type != BS_TABLE
+                 ? -LITE_ERR_PROTOCOL
+                 : lite_bootstrap_table_parse(f.payload, f.len, b->world, blobs, lens);
         free(f.payload);
         if (rc)
             lite_fmt(why, why_len, "rank %d: malformed address table from the root", b->rank);

@@ -121,7 +121,7 @@ static bool default_yield(void)
 /* The bootstrap header: u8 'L' | u8 'X' | u8 version | u8 0 | u32 credits | u64 rendezvous
  * threshold. Peers that disagree on these would refuse each other's traffic later, as protocol
  * errors; here it is a configuration error that names the rank. */
-static void boot_hdr(const struct lite_ctx *ctx, uint8_t *h)
+void lite_boot_hdr(const struct lite_ctx *ctx, uint8_t *h)
 {
     memset(h, 0, LITE_BOOT_HDR_LEN);
     h[0] = 'L';
@@ -132,8 +132,8 @@ static void boot_hdr(const struct lite_ctx *ctx, uint8_t *h)
 }
 
 /* Check every rank's header against ours and leave the transport's blobs in blobs/lens. */
-static int boot_check(const struct lite_ctx *ctx, const uint8_t *mine, void **blobs, size_t *lens,
-                      char *why, size_t why_len)
+int lite_boot_check(const struct lite_ctx *ctx, const uint8_t *mine, void **blobs, size_t *lens,
+                    char *why, size_t why_len)
 {
     for (int r = 0; r < ctx->s.world_size; r++) {
         uint8_t *h = blobs[r];
@@ -274,7 +274,7 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     size_t blob_len = LITE_TRANSPORT_ADDR_MAX;
     void **blobs = NULL;
     size_t *lens = NULL;
-    boot_hdr(ctx, blob);
+    lite_boot_hdr(ctx, blob);
     rc = ctx->ops.addr_get(ctx->tp, blob + LITE_BOOT_HDR_LEN, &blob_len);
     if (rc)
         lite_fmt(why, sizeof(why), "transport %s: no local address: %s", ctx->ops.name,
@@ -283,7 +283,7 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
         rc = lite_bootstrap_allgather(bs, blob, LITE_BOOT_HDR_LEN + blob_len, deadline, &blobs,
                                       &lens, why, sizeof(why));
     if (!rc) {
-        rc = boot_check(ctx, blob, blobs, lens, why, sizeof(why));
+        rc = lite_boot_check(ctx, blob, blobs, lens, why, sizeof(why));
         if (!rc)
             rc = ctx->ops.connect_all(ctx->tp, (const void *const *)blobs, lens, deadline, why,
                                       sizeof(why));

@@ -249,6 +249,13 @@ void lite_flow_fini(struct lite_ctx *ctx);
 void lite_peer_fail_deferred(struct lite_ctx *ctx, int peer, int code, const char *why);
 void lite_peer_fail_run(struct lite_ctx *ctx);
 
+/* The header each rank puts before its transport's blob in the bootstrap (context.c), and the
+ * check of every rank's against this rank's: blobs[r]/lens[r] are left holding the transport's
+ * blob alone. -LITE_ERR_PROTOCOL or -LITE_ERR_CONFIG naming the rank (tests/fuzz). */
+void lite_boot_hdr(const struct lite_ctx *ctx, uint8_t *h);
+int lite_boot_check(const struct lite_ctx *ctx, const uint8_t *mine, void **blobs, size_t *lens,
+                    char *why, size_t why_len);
+
 /* Control message types (channel LITE_CHAN_CTRL, carried in lite_msg_hdr.flags). flow.c owns
  * 1..15, rma_emu.c 16..31. */
 #define LITE_CTRL_EMU_FIRST 16

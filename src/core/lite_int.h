@@ -323,6 +323,22 @@ int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t 
 int lite_bootstrap_barrier(struct lite_bootstrap *b, int64_t deadline_ns, char *why,
                            size_t why_len);
 void lite_bootstrap_close(struct lite_bootstrap *b);
+/* The decoders of the bootstrap's frames (bytes off the network; tests/fuzz/fuzz_bootstrap.c).
+ * A frame starts with a 20-byte header: u32 magic | u32 type | u32 rank | u32 world | u32 len. */
+#define LITE_BOOT_FRAME_HDR 20
+struct lite_boot_frame {
+    uint32_t type, rank, world, len;
+};
+/* 0, or -LITE_ERR_PROTOCOL for a wrong magic, an unknown type or a payload over 16 MiB. */
+int lite_bootstrap_frame_decode(const uint8_t *h, struct lite_boot_frame *f);
+/* The root's check of a header a joining rank sent first: 0, or -LITE_ERR_PROTOCOL with why. */
+int lite_bootstrap_hello_check(const uint8_t *h, const char **bad);
+/* A TABLE payload of `len` bytes: per rank u32 length | bytes. blobs[r]/lens[r] for r < world
+ * (malloc'd; on failure those set so far stay for the caller to free), or -LITE_ERR_PROTOCOL. */
+int lite_bootstrap_table_parse(const uint8_t *p, uint32_t len, int world, void **blobs,
+                               size_t *lens);
+/* The code an ABORT frame carries in its rank field (or, from an older root, in its reason). */
+int lite_bootstrap_abort_code(uint32_t code, const char *reason);
 void lite_bootstrap_free_blobs(void **blobs, size_t *lens, int n);
 
 /* ---- sockets (sock.c) ---- */

@@ -138,3 +138,25 @@ put("quic_stream", "client_ca", bytes([0]) + qctx(rank=0, world=3, dialled=1, ce
     struct.pack("<I", 99) + wire(1, tag=1, key=QN, off=QB + 1) + SMALL)
 put("quic_stream", "frame_before_hello", bytes([0]) + qctx() + struct.pack("<I", 3) + SMALL)
 put("quic_stream", "hello_check", bytes([1]) + qctx(rank=3, world=4) + bytes([2, 1, 1]))
+
+
+# ---- fuzz_bootstrap: u8 world - 1, then one frame: u32 magic, type, rank, world, len | payload ----
+def bs(type_, rank, world, payload):
+    return struct.pack("<IIIII", 0x5342544C, type_, rank, world, len(payload)) + payload
+
+
+def settings(credits=64, rndv=65536):
+    return b"LX\x01\x00" + struct.pack("<IQ", credits, rndv)
+
+
+def table(blobs):
+    return b"".join(struct.pack("<I", len(b)) + b for b in blobs)
+
+
+ADDR = bytes([2]) + struct.pack(">H", 40000) + bytes([127, 0, 0, 1]) + bytes(12)
+put("bootstrap", "hello", bytes([1]) + bs(1, 1, 2, settings() + ADDR))
+put("bootstrap", "table2", bytes([1]) + bs(2, 0, 2, table([settings() + ADDR, settings() + ADDR])))
+put("bootstrap", "table3_mismatch", bytes([2]) + bs(2, 0, 3, table(
+    [settings() + ADDR, settings(credits=32) + ADDR, settings() + ADDR])))
+put("bootstrap", "abort", bytes([3]) + bs(3, 1002, 4, b"rank 2 runs world size 3\0"))
+put("bootstrap", "abort_old", bytes([3]) + bs(3, 0, 4, b"rank 3 did not arrive\0"))

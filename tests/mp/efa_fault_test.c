@@ -500,6 +500,43 @@ static void writer_copy(void)
         }
     }
     CHECK_RC(ctx, lite_barrier(ctx, 30000));
+
+    /* Paged batches: with writer copy this side copies a share of the pages itself, and the
+     * target still counts every page, whether the last write's CQ data carries the count (64
+     * pages) or, too many for it, the IMM message (600 pages). Page i goes to page NP - 1 - i. */
+    enum { PG = 1024, NP = 600 };
+    static const uint32_t batches[] = {64, NP};
+    for (size_t b = 0; b < sizeof(batches) / sizeof(batches[0]); b++) {
+        uint32_t np = batches[b], imm = 0xC0C0 + (uint32_t)b;
+        if (me == 0) {
+            uint32_t src[NP], dst[NP];
+            for (uint32_t i = 0; i < np; i++) {
+                src[i] = i;
+                dst[i] = np - 1 - i;
+            }
+            uint64_t before = t->self_pages;
+            lite_request_t *r;
+            CHECK_RC(ctx, lite_write_paged(ctx, 1, mr, src, &descs[1], dst, np, PG, imm,
+                                           LITE_WRITE_WITH_IMM, &r));
+            CHECK_RC(ctx, lite_wait(ctx, r, 30000, NULL));
+            CHECK((t->self_pages > before) == t->writer_copy,
+                  "a paged batch of %u pages: %llu pages copied by the writer (writer copy %d)", np,
+                  (unsigned long long)(t->self_pages - before), t->writer_copy);
+        } else {
+            CHECK_RC(ctx, lite_imm_wait(ctx, imm, np, 60000));
+            uint64_t left = 99;
+            CHECK_RC(ctx, lite_imm_peek(ctx, imm, &left));
+            CHECK(left == 0, "%llu immediates more than the %u pages", (unsigned long long)left,
+                  np);
+            for (size_t i = 0; i < (size_t)np * PG; i++) {
+                size_t from = (np - 1 - i / PG) * PG + i % PG;
+                uint8_t want = (uint8_t)(from * 13 + 5);
+                CHECK(region[i] == want, "batch of %u pages: byte %zu is %u, not %u", np, i,
+                      region[i], want);
+            }
+        }
+        CHECK_RC(ctx, lite_barrier(ctx, 30000));
+    }
     CHECK_RC(ctx, lite_mr_dereg(ctx, mr));
     free(region);
     CHECK_RC(ctx, lite_finalize(ctx));

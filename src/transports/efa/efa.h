@@ -187,7 +187,8 @@ struct efa_piece {
     uint64_t seq;                /* batched write: its number on (peer, rail); 0 otherwise */
     struct efa_piece *next_wait; /* sent, waiting for a later write's acknowledgement */
     uint32_t seg, nseg;          /* a paged batch's write: its segments (efa_batch.seg) */
-    uint32_t pages;              /* ... and the immediates its CQ data counts */
+    uint32_t pages;              /* ... its pages */
+    uint32_t carry;              /* ... and the immediates its CQ data counts (0: no CQ data) */
 };
 
 /* Most segments one write of a paged batch carries (the provider's limits may say fewer). */
@@ -296,6 +297,7 @@ struct efa_peer {
     uint32_t rma_queued; /* pieces in rq */
     int rq_next;         /* next peer in t->rq_peers' list, -1 at its end */
     bool rq_listed;      /* in that list */
+    bool cma_off;        /* paged writer copy into this process failed once: not tried again */
     /* liveness (efa_peer.c) */
     int64_t last_tx_ns;
     bool ka_out;
@@ -377,6 +379,7 @@ struct lite_transport {
     bool writer_copy; /* cfg.writer_copy, and the domain copies plain writes in the post (efa.c) */
     uint32_t polls;   /* CQ polls so far (efa_cq.c: quiet rails) */
     uint64_t self_copied; /* writer-copied stripes posted (efa_fault_test reads it) */
+    uint64_t self_pages;  /* pages of paged batches this side copied itself (the same) */
     bool dc_retry;        /* a flush write waits for the provider (efa_dc.flush_due) */
     bool av_is_rank;      /* fi_addr == rank on every rail (FI_AV_TABLE in rank order) */
     /* registered regions by core key */

@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "efa.h"
 
@@ -256,12 +257,13 @@ static int post_piece(struct lite_transport *t, struct efa_piece *pc)
          * completion means the data is in place all the same (SELF_COPY_MIN). */
         if (dc && !pc->self_copy)
             flags |= FI_DELIVERY_COMPLETE;
-        if (m->r.has_imm && !m->imm_after) {
+        if (m->r.has_imm && !m->imm_after && (!m->batch || pc->carry)) {
             flags |= FI_REMOTE_CQ_DATA;
             msg.data = cq_data(t, m->r.imm);
-            /* A batch's write counts its pages (imm_mode is IMM_CQDATA64 then). */
+            /* A batch's write counts its pages, or its rail's since the last count (imm_mode
+             * is IMM_CQDATA64 then). */
             if (m->batch)
-                msg.data |= (uint64_t)(pc->pages - 1) << LITE_EFA_CQ_COUNT_SHIFT;
+                msg.data |= (uint64_t)(pc->carry - 1) << LITE_EFA_CQ_COUNT_SHIFT;
         }
         rc = fi_writemsg(r->ep, &msg, flags);
         t->self_copied += rc == 0 && pc->self_copy;
@@ -427,10 +429,12 @@ static void start(struct lite_transport *t, struct efa_rma *m, const struct efa_
  * KiB pages ran at a tenth of a contiguous write's speed. So the pages of such a batch to one peer
  * and one confirmed region are gathered instead: runs of pages adjacent at both ends coalesce into
  * one segment, and each write carries up to t->iov_max segments (shm and tcp;ofi_rxm: 4). The
- * target still counts one immediate per page: with 8 bytes of CQ data each write says how many
- * pages it covers (LITE_EFA_CQ_COUNT_SHIFT); otherwise the writes go plain and, once all are in
- * place, one IMM message counts them all. Every page's op completes when the batch does.
- * The batch is posted at its last op, at an op that does not fit it, or at the next progress.
+ * target still counts one immediate per page: with 8 bytes of CQ data a write says how many
+ * pages it counts (LITE_EFA_CQ_COUNT_SHIFT: its own, or on an ordered provider those of its
+ * rail's earlier writes too, carry_counts); otherwise the writes go plain and, once all are in
+ * place, one IMM message counts them all. With writer copy (shm) this side copies a share of the
+ * pages itself first (self_copy). Every page's op completes when the batch does. The batch is
+ * posted at its last op, at an op that does not fit it, or at the next progress.
  */
 #define BATCH_MAX_OPS 4096         /* pages gathered before the batch is posted anyway */
 #define BATCH_SEG_MAX (256 * 1024) /* bytes a coalesced segment grows to */
@@ -443,6 +447,86 @@ static int grow(void **arr, uint32_t *cap, size_t elem)
         return -ENOMEM;
     *arr = na;
     *cap = nc;
+    return 0;
+}
+
+/* Which of a batch's writes carry CQ data, and the count each carries. Where the provider
+ * places one endpoint's writes in order (FI_ORDER_RMA_WAW), the count of a rail's writes rides
+ * on its last one, or on the one that would overflow the count: the target's CQ entry for that
+ * write means every earlier write on the rail is in place too. One remote completion per rail
+ * instead of one per write: the tcp provider writes the target's CQ wait fd for each. Elsewhere
+ * each write counts its own pages. */
+static void carry_counts(const struct lite_transport *t, struct efa_batch *b)
+{
+    uint32_t n = b->npieces;
+    if (!t->rma_waw) {
+        for (uint32_t i = 0; i < n; i++)
+            b->pieces[i].carry = b->pieces[i].pages;
+        return;
+    }
+    /* Accumulate per rail; carry at the rail's last write or before the count overflows. */
+    uint32_t acc[LITE_MAX_RAILS] = {0};
+    for (uint32_t i = 0; i < n; i++) {
+        struct efa_piece *pc = &b->pieces[i];
+        uint32_t r = pc->rail;
+        acc[r] += pc->pages;
+        pc->carry = 0;
+        uint32_t nx = i + 1; /* the rail's next write (rails alternate: a few steps) */
+        while (nx < n && b->pieces[nx].rail != r)
+            nx++;
+        if (nx >= n || acc[r] + b->pieces[nx].pages > LITE_EFA_CQ_COUNT_MAX) {
+            pc->carry = acc[r];
+            acc[r] = 0;
+        }
+    }
+}
+
+/* Writer copy of a batch (shm): the target's CPU copies its share of the pages inside its
+ * progress, and this side copies the rest itself meanwhile, as the two stripes of a large write
+ * do. shm's own writer-side copy ("fast RMA") takes one remote segment per post, so a page per
+ * process_vm_writev and a completion each: a 4 KiB page cost more to post than to copy. Here
+ * one process_vm_writev covers up to SELF_IOV pages. The same check as every op of the batch
+ * passed (batch_add: the target confirmed the region, and the range lies inside it) bounds each
+ * segment; the kernel allows the copy only where the provider's own would be (CMA). */
+#define SELF_IOV 64
+/* Percent of a batch's bytes this side copies: this side also posts every page and completes
+ * it, so the target takes the larger share. */
+#define SELF_SHARE 45
+
+/* First segment this side copies: the target copies [0, it). */
+static uint32_t self_split(const struct efa_batch *b)
+{
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < b->nseg; i++)
+        total += b->seg[i].len;
+    uint64_t want = total * (100 - SELF_SHARE) / 100, acc = 0;
+    uint32_t s = 0;
+    while (s < b->nseg && (s == 0 || acc + b->seg[s].len / 2 <= want))
+        acc += b->seg[s++].len;
+    return s;
+}
+
+static int self_copy(struct lite_transport *t, struct efa_rma *m, uint32_t from)
+{
+    struct efa_batch *b = m->batch;
+    pid_t pid = (pid_t)t->peers[m->peer].pid;
+    struct iovec liov[SELF_IOV], riov[SELF_IOV];
+    for (uint32_t i = from; i < b->nseg;) {
+        uint32_t n = 0;
+        size_t want = 0;
+        for (; i < b->nseg && n < SELF_IOV; i++, n++) {
+            const struct efa_seg *g = &b->seg[i];
+            liov[n] = (struct iovec){.iov_base = g->local, .iov_len = g->len};
+            riov[n] = (struct iovec){.iov_base = (void *)(uintptr_t)(m->raddr + g->roff),
+                                     .iov_len = g->len};
+            want += g->len;
+        }
+        ssize_t got = process_vm_writev(pid, liov, n, riov, n, 0);
+        if (got < 0)
+            return -errno;
+        if ((size_t)got != want)
+            return -EFAULT;
+    }
     return 0;
 }
 
@@ -463,11 +547,28 @@ void lite_efa_batch_close(struct lite_transport *t, bool later)
         finish(t, m, p->dead ? -LITE_ERR_PEER_LOST : -LITE_ERR_REMOTE_KEY, later);
         return;
     }
+    /* Writer copy: this side copies the tail of the segments itself, before the target's
+     * writes are posted; the target copies the rest (see PAGED BATCHES). */
+    uint32_t tseg = b->nseg, wpages = 0;
+    if (t->writer_copy && !p->cma_off && p->pid && b->nseg >= 2) {
+        tseg = self_split(b);
+        int rc = tseg < b->nseg ? self_copy(t, m, tseg) : 0;
+        if (rc) {
+            LITE_INFO("%s rank %d: copying paged writes into rank %d's memory failed (%s): the "
+                      "target copies them all from now on",
+                      EFA_LOG, t->rank, m->peer, strerror(-rc));
+            p->cma_off = true;
+            tseg = b->nseg;
+        }
+        for (uint32_t i = tseg; i < b->nseg; i++)
+            wpages += b->seg[i].pages;
+        t->self_pages += wpages;
+    }
     /* Writes of up to iov_max segments, and (CQ data) of at most LITE_EFA_CQ_COUNT_MAX pages. */
     uint32_t npc = 0;
-    for (uint32_t i = 0; i < b->nseg;) {
+    for (uint32_t i = 0; i < tseg;) {
         uint32_t k = 0, pages = 0;
-        while (i + k < b->nseg && k < t->iov_max &&
+        while (i + k < tseg && k < t->iov_max &&
                pages + b->seg[i + k].pages <= LITE_EFA_CQ_COUNT_MAX) {
             pages += b->seg[i + k].pages;
             k++;
@@ -482,12 +583,12 @@ void lite_efa_batch_close(struct lite_transport *t, bool later)
     }
     const struct efa_mr *local = m->r.local_handle;
     uint32_t n = 0;
-    for (uint32_t i = 0; i < b->nseg; n++) {
+    for (uint32_t i = 0; i < tseg; n++) {
         struct efa_piece *pc = &b->pieces[n];
         pc->c.kind = CTX_PIECE;
         pc->parent = m;
         pc->seg = i;
-        while (i < b->nseg && pc->nseg < t->iov_max &&
+        while (i < tseg && pc->nseg < t->iov_max &&
                pc->pages + b->seg[i].pages <= LITE_EFA_CQ_COUNT_MAX) {
             pc->pages += b->seg[i].pages;
             pc->len += b->seg[i].len;
@@ -500,6 +601,15 @@ void lite_efa_batch_close(struct lite_transport *t, bool later)
     }
     b->npieces = n;
     m->imm_after = m->r.has_imm && t->imm_mode != IMM_CQDATA64;
+    carry_counts(t, b);
+    /* The pages this side copied are in place already: the last write counts them too (it
+     * is posted after every other), or the IMM message does when the count does not fit. */
+    if (wpages && !m->imm_after) {
+        if (b->pieces[n - 1].carry + wpages <= LITE_EFA_CQ_COUNT_MAX)
+            b->pieces[n - 1].carry += wpages;
+        else
+            m->imm_after = m->r.has_imm;
+    }
     m->imm_count = b->nops;
     m->npieces = m->left = n;
     post_pieces(t, m, b->pieces, n, later);

@@ -25,7 +25,7 @@
 #include <time.h>
 
 #include "efa_plan.h"
-#include "lite_int.h"
+#include "tp_support.h"
 
 #define EFA_LOG "efa"
 

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "lite_int.h" /* lite_put32/64, lite_get32/64: little-endian fields */
+#include "tp_support.h" /* lite_put32/64, lite_get32/64: little-endian fields */
 #include "litetx/transport.h"
 
 /* ---- striping ---- */

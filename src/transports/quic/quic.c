@@ -52,7 +52,7 @@
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
-#include "lite_int.h"
+#include "tp_support.h"
 #include "quic_frame.h"
 #include "quic_tls.h"
 

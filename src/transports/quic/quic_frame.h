@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lite_int.h"
+#include "tp_support.h"
 
 #define QUIC_SMALL_MAX  4096                /* payloads handed over whole (msg) up to this */
 #define QUIC_FRAME_MAX  ((uint64_t)1 << 48) /* longest payload a frame may announce */

@@ -20,7 +20,7 @@
 #include <gnutls/x509.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
-#include "lite_int.h"
+#include "tp_support.h"
 #include "quic_tls.h"
 
 #define PSK_IDENTITY "litetx-job-psk"

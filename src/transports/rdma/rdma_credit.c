@@ -9,7 +9,7 @@
  */
 #include <errno.h>
 
-#include "lite_int.h" /* wire-field helpers */
+#include "tp_support.h" /* wire-field helpers */
 #include "transports/rdma/rdma_logic.h"
 
 void lite_rdma_window_init(struct lite_rdma_window *w, uint32_t depth)

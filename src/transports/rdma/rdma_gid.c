@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lite_int.h"
+#include "tp_support.h"
 #include "transports/rdma/rdma_logic.h"
 
 bool lite_rdma_gid_is_v4(const uint8_t gid[16])

@@ -21,7 +21,7 @@
 
 #include <infiniband/verbs.h>
 
-#include "lite_int.h"
+#include "tp_support.h"
 #include "transports/rdma/rdma_logic.h"
 
 /* ---- tunables (environment; docs/RDMA.md) ---- */

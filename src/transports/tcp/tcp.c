@@ -50,7 +50,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "lite_int.h"
+#include "tp_support.h"
 #ifdef LITE_HAVE_TLS
 #include "tcp_tls.h"
 #else /* never called: no session is ever made without TLS */

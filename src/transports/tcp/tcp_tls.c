@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "lite_int.h"
+#include "tp_support.h"
 #include "tcp_tls.h"
 #include "tls.h"
 

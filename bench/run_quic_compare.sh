@@ -17,7 +17,10 @@
 #   git clone --depth 1 --branch v0.12.1 https://github.com/ngtcp2/ngtcp2 /some/dir
 # Its examples are built in NGTCP2_SRC/build-gtls when not there yet (needs cmake, g++,
 # libgnutls28-dev, libev-dev, libnghttp3-dev). Knobs: RUNS=5 (rounds), SECS=1 (litetx_bench
-# time per size and repetition), LOSSY=0|1.
+# time per size and repetition), LOSSY=0|1, QUIET_PCT=15 and QUIET_WAIT=30: before each round,
+# wait up to QUIET_WAIT s until the CPUs were at most QUIET_PCT % busy over a second (the host
+# is shared: the latency of a ping-pong is the scheduler's once other work runs); the busy
+# share each round started at is printed with the results.
 set -euo pipefail
 build=$(cd "${1:?usage: run_quic_compare.sh BUILD_DIR NGTCP2_SRC}" && pwd)
 src=${2:-${NGTCP2_SRC:-}}
@@ -32,7 +35,7 @@ if ! grep -q "project(ngtcp2 VERSION 0.12.1" "$src/CMakeLists.txt"; then
     echo "run_quic_compare.sh: $src is not ngtcp2 0.12.1" >&2
     exit 2
 fi
-runs=${RUNS:-5} secs=${SECS:-1} lossy=${LOSSY:-0}
+runs=${RUNS:-5} secs=${SECS:-1} lossy=${LOSSY:-0} quiet_pct=${QUIET_PCT:-15} quiet_wait=${QUIET_WAIT:-30}
 here=$(cd "$(dirname "$0")/.." && pwd)
 ex=$src/build-gtls/examples
 if [ ! -x "$ex/gtlsclient" ] || [ ! -x "$ex/gtlsserver" ]; then
@@ -98,8 +101,23 @@ lossy_bw() { # name drop-percent
     grep "relay: seen" "$tmp/relay.out" | sed 's/^/  /' >&2 || true
 }
 
+# CPU busy %, all CPUs together, over a 1 s sample (from /proc/stat: idle + iowait vs total).
+busy_pct() {
+    local a b
+    a=$(awk '/^cpu /{s=0; for (k=2; k<=NF; k++) s+=$k; print s, $5 + $6}' /proc/stat)
+    sleep 1
+    b=$(awk '/^cpu /{s=0; for (k=2; k<=NF; k++) s+=$k; print s, $5 + $6}' /proc/stat)
+    awk -v a="$a" -v b="$b" 'BEGIN {split(a, x, " "); split(b, y, " "); t = y[1] - x[1]
+        printf "%.0f", (t > 0) ? 100 * (t - (y[2] - x[2])) / t : 0}'
+}
+busy=()
 for r in $(seq 1 "$runs"); do
-    echo "round $r/$runs" >&2
+    waited=0
+    while bg=$(busy_pct) && [ "$bg" -gt "$quiet_pct" ] && [ "$waited" -lt "$quiet_wait" ]; do
+        waited=$((waited + 1))
+    done
+    busy+=("$bg")
+    echo "round $r/$runs (CPUs ${bg} % busy before it)" >&2
     if [ $((r % 2)) = 1 ]; then
         ngtcp2
         bw quic quic
@@ -114,7 +132,8 @@ for r in $(seq 1 "$runs"); do
         ngtcp2
     fi
 done
-echo "config metric size median [min-max] over $runs rounds (MB = 10^6 bytes)"
+echo "config metric size median [min-max] over $runs rounds (MB = 10^6 bytes);" \
+    "CPUs busy before each round: ${busy[*]} %"
 python3 - "$tmp/all" <<'PY'
 import statistics, sys
 v = {}

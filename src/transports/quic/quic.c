@@ -76,8 +76,9 @@
 #define HELLO_WAIT_NS (10LL * 1000000000) /* an anonymous connection's time to say HELLO */
 #define MAX_STRANGERS 64                  /* anonymous connections at once */
 #define REFUSE_LOG_NS 1000000000LL        /* refusals: at most one warn line per this period */
-/* A lone packet's acknowledgement waits this long for stream data to ride on (the reply of a
- * ping-pong) before it goes alone; two packets or more are acknowledged at once. */
+/* A lone short packet's acknowledgement waits this long for stream data to ride on (the reply
+ * of a ping-pong) before it goes alone; two packets or more, or a long one, are acknowledged at
+ * once. */
 #define ACK_HOLD_NS (100LL * 1000)
 
 enum { APP_BYE = 1, APP_PROTO = 2, APP_REFUSED = 3 };
@@ -1036,6 +1037,8 @@ static void rx_packet(struct lite_transport *t, const uint8_t *pkt, size_t len,
     c->expiry = 0;
     if (c->rx_unacked++ == 0)
         c->hold_until = (int64_t)ts + ACK_HOLD_NS;
+    if (len >= 1200)
+        c->rx_unacked = 2; /* part of a large transfer, whose sender waits for the ack: now */
     if (rv)
         conn_read_error(c, rv);
 }

@@ -71,9 +71,12 @@ enum lite_transport_cap {
     /* 1u << 3: unused (was a "native tagged messaging" bit that nothing read) */
     LITE_CAP_DEVICE_MEM = 1u << 4, /* GPU memory can be registered and moved */
     LITE_CAP_ENCRYPTED = 1u << 5,  /* can encrypt and authenticate (lite_security) */
-    LITE_CAP_MULTI_RAIL = 1u << 6, /* several NICs/rails per process */
-    LITE_CAP_EMULATED_RMA =
-        1u << 7, /* one-sided ops are emulated (over a stream, or by the core) */
+    /* Several NICs/rails per process. Informational: litetx-info prints it, the core does not
+     * branch on it (a registration's keys carry the rails). */
+    LITE_CAP_MULTI_RAIL = 1u << 6,
+    /* One-sided ops are emulated (over a stream, or by the core): their bytes are copied by
+     * this rank's CPU, so lite_imm_wait stops spinning while large writes arrive. */
+    LITE_CAP_EMULATED_RMA = 1u << 7,
     /* A message posted to a peer after a write to it is delivered only once the write's data is
      * in place there (one ordered stream per peer). The rendezvous then sends its FIN right
      * behind the write instead of a round trip later. */

@@ -306,10 +306,12 @@ int lite_tls_open(const struct lite_security *sec, struct lite_tls **out, char *
          * free and a malloc per record). */
         SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
         /* The socket BIO (kTLS): read what the socket has, not a record header then its
-         * body. Sessions with our BIO turn this off (lite_tls_conn_new): the BIO reads
-         * ahead. */
-        SSL_CTX_set_read_ahead(ctx, 1);
-        SSL_CTX_set_default_read_buffer_len(ctx, KTLS_RX_BUF);
+         * body. Our BIO reads ahead itself: OpenSSL's read-ahead stays off and its read
+         * buffer holds one record. */
+        if (tls->ktls) {
+            SSL_CTX_set_read_ahead(ctx, 1);
+            SSL_CTX_set_default_read_buffer_len(ctx, KTLS_RX_BUF);
+        }
         SSL_CTX_set_app_data(ctx, tls);
     }
     if (ok && sec->mode == LITE_SEC_CA) {
@@ -361,7 +363,6 @@ struct lite_tls_conn *lite_tls_conn_new(struct lite_tls *tls, int fd, bool clien
         if (ok) {
             BIO_set_data(bio, c);
             SSL_set_bio(c->ssl, bio, bio);
-            SSL_set_read_ahead(c->ssl, 0);
         }
     } else if (ok) {
         ok = SSL_set_fd(c->ssl, fd) == 1;

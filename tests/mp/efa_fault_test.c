@@ -501,9 +501,9 @@ static void writer_copy(void)
     }
     CHECK_RC(ctx, lite_barrier(ctx, 30000));
 
-    /* Paged batches: with writer copy this side copies a share of the pages itself, and the
-     * target still counts every page, whether the last write's CQ data carries the count (64
-     * pages) or, too many for it, the IMM message (600 pages). Page i goes to page NP - 1 - i. */
+    /* Paged batches: with writer copy this side copies half of the pages itself, between the
+     * target's writes, and the target still counts every page exactly, in a short batch and in
+     * one of many groups. Page i goes to page NP - 1 - i. */
     enum { PG = 1024, NP = 600 };
     static const uint32_t batches[] = {64, NP};
     for (size_t b = 0; b < sizeof(batches) / sizeof(batches[0]); b++) {

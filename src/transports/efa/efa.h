@@ -182,13 +182,15 @@ struct efa_piece {
     void *desc;
     uint32_t rail;
     bool posted;
-    bool dc;                     /* posted with FI_DELIVERY_COMPLETE */
-    bool self_copy;              /* posted plain, for the provider to copy inside the post */
-    uint64_t seq;                /* batched write: its number on (peer, rail); 0 otherwise */
-    struct efa_piece *next_wait; /* sent, waiting for a later write's acknowledgement */
-    uint32_t seg, nseg;          /* a paged batch's write: its segments (efa_batch.seg) */
-    uint32_t pages;              /* ... its pages */
-    uint32_t carry;              /* ... and the immediates its CQ data counts (0: no CQ data) */
+    bool dc;                      /* posted with FI_DELIVERY_COMPLETE */
+    bool self_copy;               /* posted plain, for the provider to copy inside the post */
+    uint64_t seq;                 /* batched write: its number on (peer, rail); 0 otherwise */
+    struct efa_piece *next_wait;  /* sent, waiting for a later write's acknowledgement */
+    uint32_t seg, nseg;           /* a paged batch's write: its segments (efa_batch.seg) */
+    uint32_t pages;               /* ... its pages */
+    uint32_t carry;               /* ... and the immediates its CQ data counts (0: no CQ data) */
+    uint32_t wseg, nwseg, wpages; /* writer copy: the segments this side copies before it */
+    bool wdone;                   /* ... copied */
 };
 
 /* Most segments one write of a paged batch carries (the provider's limits may say fewer). */

@@ -384,6 +384,15 @@ struct lite_transport_ops {
      * that broke and were resumed. 0, or -EINVAL for a bad peer.
      */
     int (*peer_stats)(struct lite_transport *tp, int peer, uint64_t *breaks, uint64_t *resumes);
+
+    /*
+     * Optional (0: the core's default, 64 KiB). The rendezvous threshold this backend is fastest
+     * with, chosen by measurement: used when the configuration sets none (lite_config_t,
+     * LITETX_RNDV_THRESHOLD, the JSON file), handed back in the open params like any other.
+     * Messages of this many bytes or more go by rendezvous; below it they are eager, and a peer
+     * may pin up to credits x this many bytes of unexpected messages here.
+     */
+    size_t rndv_threshold_pref;
 };
 
 #ifdef __cplusplus

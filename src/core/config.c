@@ -924,9 +924,12 @@ int lite_settings_resolve(const lite_config_t *cfg, lite_getenv_fn getenv_fn, vo
     if (rc == 0)
         rc = resolve_int(&r, &key_credits, cfg->credits, -1, f->has_credits, f->credits,
                          DEFAULT_CREDITS, &s.credits, &ignored);
-    if (rc == 0)
+    if (rc == 0) {
+        const char *rndv_from = NULL;
         rc = resolve_int(&r, &key_rndv, cfg->rndv_threshold, -1, f->has_rndv, f->rndv_threshold,
-                         DEFAULT_RNDV_THRESHOLD, &s.rndv_threshold, &ignored);
+                         DEFAULT_RNDV_THRESHOLD, &s.rndv_threshold, &rndv_from);
+        s.rndv_default = rndv_from != NULL && strcmp(rndv_from, "default") == 0;
+    }
     if (rc == 0) {
         rc = resolve_int(&r, &key_reconnect, cfg->reconnect_timeout_ms, -1, f->has_reconnect,
                          f->reconnect_timeout_ms, DEFAULT_RECONNECT_MS, &s.reconnect_timeout_ms,

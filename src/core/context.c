@@ -3,6 +3,7 @@
  * meet the other ranks through the bootstrap, connect every pair, and tear it all down again.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,6 +235,16 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     ctx->ops.caps |= emu_caps;
     LITE_INFO("rank %d/%d: transport %s%s", ctx->s.rank, ctx->s.world_size, ctx->ops.name,
               ctx->emu ? " (one-sided ops emulated by the core)" : "");
+    /* A threshold nobody configured is the backend's measured preference, if it states one. */
+    if (ctx->s.rndv_default && ctx->ops.rndv_threshold_pref > 0 &&
+        ctx->ops.rndv_threshold_pref <= INT_MAX) {
+        ctx->s.rndv_threshold = (int)ctx->ops.rndv_threshold_pref;
+        ctx->rndv_threshold = ctx->ops.rndv_threshold_pref;
+    }
+    LITE_INFO("rank %d: rendezvous from %zu bytes (%s)", ctx->s.rank, ctx->rndv_threshold,
+              ctx->s.rndv_default
+                  ? (ctx->ops.rndv_threshold_pref ? "the backend's preference" : "the default")
+                  : "configured");
 
     int64_t deadline = lite_deadline_ns(ctx->s.init_timeout_ms);
     struct lite_bootstrap *bs = NULL;

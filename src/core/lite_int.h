@@ -143,6 +143,7 @@ struct lite_settings {
     int op_timeout_ms;        /* >= 0 or LITE_TIMEOUT_INFINITE */
     int credits;              /* eager slots granted to each peer */
     int rndv_threshold;       /* bytes from which messages go by rendezvous */
+    bool rndv_default;        /* rndv_threshold set by nobody: the backend's preference applies */
     struct lite_security sec; /* security.c: checked credentials (mode LITE_SEC_OFF: none) */
     int reconnect_timeout_ms; /* resume a broken connection for this long; 0: a break is final */
     /* The collectives': from the environment at init, then lite_coll_set's. */

@@ -240,6 +240,8 @@ int lite_transport_fill(const struct lite_transport_ops *ops, struct lite_transp
     TAKE(rma_post);
     out->msg_inject = tmp.msg_inject; /* optional: NULL stays NULL */
     out->peer_stats = tmp.peer_stats; /* optional: NULL stays NULL */
+    out->tunables = tmp.tunables;
+    out->rndv_threshold_pref = tmp.rndv_threshold_pref; /* optional: 0, the core's default */
 #undef TAKE
     return 0;
 }

@@ -604,6 +604,7 @@ static void test_struct_older_layout(void **state)
     struct lite_settings s = ok(&big.c, env);
     assert_int_equal(s.credits, 8);
     assert_int_equal(s.rndv_threshold, 65536);
+    assert_true(s.rndv_default); /* set by nobody: a backend's preference may apply */
     env_t none = {{NULL, NULL}};
     s = ok(&big.c, none);
     assert_int_equal(s.credits, 64);
@@ -618,6 +619,14 @@ static void test_flow_keys_file(void **state)
     struct lite_settings s = ok(&c, none);
     assert_int_equal(s.credits, 16);
     assert_int_equal(s.rndv_threshold, 4096);
+    assert_false(s.rndv_default); /* configured: no backend preference overrides it */
+    env_t th = {{"LITETX_RNDV_THRESHOLD", "65536"}, {NULL, NULL}};
+    c.config_file = NULL;
+    s = ok(&c, th);
+    assert_false(s.rndv_default);
+    c.rndv_threshold = 65536;
+    s = ok(&c, none);
+    assert_false(s.rndv_default);
     expect_file_fail("{\"credits\": \"many\"}", "credits", "integer");
     expect_file_fail("{\"rndv_threshold\": 0}", "rndv_threshold", "out of range");
 }

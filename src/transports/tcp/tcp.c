@@ -2655,4 +2655,7 @@ const struct lite_transport_ops lite_tcp_ops = {
     .rma_post = tcp_rma_post,
     .tunables = tcp_tunables,
     .peer_stats = tcp_peer_stats,
+    /* 64 KiB messages eager: a rendezvous round trip costs more than the copy at that size
+     * (docs/PERFORMANCE.md, "Rendezvous threshold"). */
+    .rndv_threshold_pref = 128 * 1024,
 };

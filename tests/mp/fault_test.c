@@ -13,15 +13,18 @@
  *                      ends done or with -LITE_ERR_PEER_LOST, none hangs, finalize works
  *   finalize_inflight  4 ranks: rank 1 finalizes while its 64 MiB write to rank 0 is still
  *                      arriving, and rank 0's finalize (its barrier does not wait for rank 1)
- *                      closes under it once the first bytes landed: no byte of state is used after
- * it is freed (the sanitizer build checks), every rank's finalize ends coll_pending_lost  3 ranks:
- * ranks 0 and 1 start a non-blocking allreduce that rank 2 never joins; rank 2 exits; they finalize
- * without waiting for it: the op's requests are released once, finalize ends timeouts           2
- * ranks, blocking calls that time out: a large receive whose sender answers late returns with the
- * data (never written after it returned); a large send nobody receives in time returns -ETIMEDOUT
- * and the later receive fails with -LITE_ERR_CANCELLED, not with bytes read from a buffer the
- * caller had back; a send queued for credit leaves nothing garbage_transport  rank 1 sends garbage
- * and forged frames to rank 0's transport port; rank 0 refuses each connection and keeps working
+ *                      closes under it once the first bytes landed: no byte of state is used
+ *                      after it is freed (the sanitizer build checks), every finalize ends
+ *   coll_pending_lost  3 ranks: ranks 0 and 1 start a non-blocking allreduce that rank 2 never
+ *                      joins; rank 2 exits; they finalize without waiting for it: the op's
+ *                      requests are released once, finalize ends
+ *   timeouts           2 ranks, blocking calls that time out: a large receive whose sender
+ *                      answers late returns with the data (never written after it returned); a
+ *                      large send nobody receives in time returns -ETIMEDOUT and the later
+ *                      receive fails with -LITE_ERR_CANCELLED, not with bytes read from a buffer
+ *                      the caller had back; a send queued for credit leaves nothing
+ *   garbage_transport  rank 1 sends garbage and forged frames to rank 0's transport port; rank 0
+ *                      refuses each connection and keeps working
  *   garbage_root       rank 1 sends garbage to the bootstrap root before joining; init still works
  */
 #include <arpa/inet.h>

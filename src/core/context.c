@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ctx.h"
+#include "gpu_stage.h"
 #include "tunables.h"
 
 static _Thread_local char g_init_error[512];
@@ -196,6 +197,7 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     ctx->yield_polls = default_yield();
     ctx->spin_pause = default_spin_pause();
     lite_imm_setup(ctx);
+    ctx->stage_chunk = lite_stage_chunk_env();
     /* A tuning variable that does not parse fails the start, as a bad key does (one policy for
      * every LITETX_* variable); the backend's are checked once it has opened. */
     if (lite_env_error()[0])

@@ -138,6 +138,7 @@ struct lite_ctx {
     int64_t spin_ns;    /* how long a wait polls before it sleeps in the backend */
     bool yield_polls;   /* more ranks on this host than CPUs: yield the CPU after each poll */
     uint8_t spin_pause; /* CPU pause hints after a poll that found nothing (lite_cpu_relax) */
+    size_t stage_chunk; /* LITETX_GPU_STAGE_CHUNK: bytes per segment of a staged allreduce */
     uint16_t tp_id;     /* hash of the transport name, stamped into remote descriptors */
     struct lite_rdesc_memo *rdesc_memo; /* LITE_RDESC_MEMOS entries, allocated on first parse */
     uint32_t credits_max;               /* eager slots granted to each peer */

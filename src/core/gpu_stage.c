@@ -30,12 +30,16 @@ bool lite_stage_msg_dev(const struct lite_ctx *ctx, const void *p)
     return !(ctx->ops.caps & LITE_CAP_DEVICE_MSG) && lite_stage_is_dev(p);
 }
 
-size_t lite_stage_chunk(size_t esize)
+size_t lite_stage_chunk_env(void)
 {
-    long b = lite_env_long("LITETX_GPU_STAGE_CHUNK", 4096, 1L << 30, STAGE_CHUNK_DEFAULT);
+    return (size_t)lite_env_long("LITETX_GPU_STAGE_CHUNK", 4096, 1L << 30, STAGE_CHUNK_DEFAULT);
+}
+
+size_t lite_stage_chunk(size_t chunk_bytes, size_t esize)
+{
     if (esize == 0)
         esize = 1;
-    size_t n = (size_t)b / esize;
+    size_t n = chunk_bytes / esize;
     return (n ? n : 1) * esize;
 }
 
@@ -448,7 +452,7 @@ int lite_stage_allreduce(struct lite_ctx *ctx, const void *sendbuf, void *recvbu
     int dev = 0;
     if (lite_gpu_ptr_kind(recvbuf, &dev) != LITE_MEM_CUDA)
         lite_gpu_ptr_kind(src, &dev);
-    size_t seg = lite_stage_chunk(es) / es;
+    size_t seg = lite_stage_chunk(ctx->stage_chunk, es) / es;
     if (seg > count)
         seg = count ? count : 1;
     struct stage_bufs sb;

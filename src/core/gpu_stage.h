@@ -30,9 +30,11 @@ bool lite_stage_msg_dev(const struct lite_ctx *ctx, const void *p);
 
 /* ---- the pipeline, independent of CUDA (unit-tested with host memory) ---- */
 
-/* Segment size in bytes: LITETX_GPU_STAGE_CHUNK (default 4 MiB), a whole number of elements of
- * esize bytes, at least one element. */
-size_t lite_stage_chunk(size_t esize);
+/* LITETX_GPU_STAGE_CHUNK in bytes (default 4 MiB), read once by lite_init: a bad value is
+ * recorded for lite_env_error() and the default returned. */
+size_t lite_stage_chunk_env(void);
+/* A segment of at most chunk_bytes: a whole number of elements of esize bytes, at least one. */
+size_t lite_stage_chunk(size_t chunk_bytes, size_t esize);
 /* Number of segments of `count` elements in segments of seg_elems (0 for count 0). */
 size_t lite_stage_nseg(size_t count, size_t seg_elems);
 

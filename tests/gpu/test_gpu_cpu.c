@@ -174,13 +174,20 @@ static void chunk_is_whole_elements(void **state)
 {
     (void)state;
     unsetenv("LITETX_GPU_STAGE_CHUNK");
-    assert_int_equal(lite_stage_chunk(4), 4u << 20);
+    assert_int_equal(lite_stage_chunk_env(), 4u << 20);
+    assert_int_equal(lite_stage_chunk(4u << 20, 4), 4u << 20);
     setenv("LITETX_GPU_STAGE_CHUNK", "10001", 1);
-    assert_int_equal(lite_stage_chunk(8), 10000);
-    assert_int_equal(lite_stage_chunk(3), 9999);
-    assert_int_equal(lite_stage_chunk(1), 10001);
-    setenv("LITETX_GPU_STAGE_CHUNK", "12x", 1); /* invalid: the default, with a warning */
-    assert_int_equal(lite_stage_chunk(2), 4u << 20);
+    assert_int_equal(lite_stage_chunk_env(), 10001);
+    assert_int_equal(lite_stage_chunk(10001, 8), 10000);
+    assert_int_equal(lite_stage_chunk(10001, 3), 9999);
+    assert_int_equal(lite_stage_chunk(10001, 1), 10001);
+    assert_int_equal(lite_stage_chunk(4, 8), 8); /* at least one element */
+    /* invalid: the default, and the error lite_init turns into -LITE_ERR_CONFIG */
+    lite_env_error_reset();
+    setenv("LITETX_GPU_STAGE_CHUNK", "12x", 1);
+    assert_int_equal(lite_stage_chunk_env(), 4u << 20);
+    assert_non_null(strstr(lite_env_error(), "LITETX_GPU_STAGE_CHUNK"));
+    lite_env_error_reset();
     unsetenv("LITETX_GPU_STAGE_CHUNK");
     assert_int_equal(lite_stage_nseg(0, 4), 0);
     assert_int_equal(lite_stage_nseg(9, 4), 3);

@@ -43,6 +43,8 @@ const struct lite_tunable lite_core_tunables[] = {
     {"LITETX_GPU_STAGE_CHUNK", "4194304",
      "bytes per staged segment of a device-buffer allreduce (same on every rank)"},
     /* for tests only */
+    {"LITETX_TEST_CORE_RMA", "0",
+     "tests only: 1 carries one-sided ops as core messages even if the backend has its own"},
     {"LITETX_TEST_SECURITY_ANY_RANK", "0",
      "tests only: 1 lets a certificate name any rank (impersonation tests)"},
     {NULL, NULL, NULL},

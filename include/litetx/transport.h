@@ -2,7 +2,8 @@
  * transport.h - the contract between liblitetx's core and its transport backends.
  *
  * This header is for backend authors. Applications use litetx.h only. What a backend may use of
- * the core besides this header is in src/core/tp_support.h (never the core's lite_int.h).
+ * the core besides this header is in src/support/ (tp_support.h, gpu.h, tls.h); backends are
+ * compiled without src/core on the include path (never the core's lite_int.h).
  *
  * A backend moves bytes and reports completions; the core owns every semantic promise (tag
  * matching, ordering, credits, ImmCounter, determinism, error reporting). A backend fills a

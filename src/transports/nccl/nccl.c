@@ -19,7 +19,7 @@
  * and the chain "waits for" only climbs in rank, so it ends (docs/NCCL.md has the argument).
  *
  * NCCL is loaded with dlopen("libnccl.so.2") at run time; CUDA goes through the library's one
- * loader (src/core/gpu.h). Nothing links against either, so the library loads on hosts
+ * loader (src/support/gpu.h). Nothing links against either, so the library loads on hosts
  * without them and probe() says why this backend is not usable there.
  */
 #include <dlfcn.h>

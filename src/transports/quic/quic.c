@@ -25,9 +25,21 @@
  * receives use recvmmsg and UDP GRO. Timers (loss recovery, acknowledgements, idle) run from
  * progress via ngtcp2_conn_get_expiry / ngtcp2_conn_handle_expiry.
  *
- * Peer loss: no packet from a peer for the idle timeout (LITETX_QUIC_IDLE_MS, default 30 s;
- * keep-alive PINGs every second keep a quiet pair alive), or sooner an ICMP "port unreachable"
- * for a peer's address (IP_RECVERR): its process is gone. An orderly close is a
+ * Links (docs/QUIC.md "Reconnection"): a pair's traffic is one byte stream per direction that
+ * outlives its QUIC connections. Each connection's stream starts with a preamble, HELLO (ranks,
+ * both incarnations, the epoch) then ACK (how many bytes of the peer's link stream this side
+ * has taken), and carries the link stream from where the peer says it stopped. A frame's
+ * sequence number is its byte offset in the link stream; QUIC's own stream acknowledgement
+ * (reported for the gap-free prefix, sent only after the receive callback took the bytes) is the
+ * cumulative "applied" acknowledgement, so the frames a sender keeps until acknowledged are the
+ * replay set. A break (idle timeout, a CONNECTION_CLOSE other than BYE or a refusal, a failed
+ * write) keeps the link: the lower rank, which dialled, redials with backoff and jitter for up to
+ * reconnect_timeout_ms.
+ *
+ * Peer loss: an ICMP "port unreachable" for a peer's address (IP_RECVERR): its process is gone;
+ * a refused resume (a new incarnation at the address); no resume within reconnect_timeout_ms
+ * after a break (no packet for the idle timeout, LITETX_QUIC_IDLE_MS, default 30 s, is one:
+ * keep-alive PINGs every second keep a quiet pair alive). An orderly close is a
  * CONNECTION_CLOSE with the application code BYE after this rank's data was acknowledged.
  */
 #ifndef _GNU_SOURCE
@@ -72,6 +84,7 @@
 #define TX_BUF        65536 /* one GSO batch: at most 64 KiB in all */
 #define TX_PKTS_CALL  256   /* packets one write pass sends to a peer at most */
 #define GSO_SEGS      64
+#define WHY_LEN       160
 #define LINGER_MS     2000                /* close waits this long for its data to be acked */
 #define HELLO_WAIT_NS (10LL * 1000000000) /* an anonymous connection's time to say HELLO */
 #define MAX_STRANGERS 64                  /* anonymous connections at once */
@@ -80,12 +93,22 @@
  * of a ping-pong) before it goes alone; two packets or more, or a long one, are acknowledged at
  * once. */
 #define ACK_HOLD_NS (100LL * 1000)
+#define PRE_LEN     (2 * LITE_WIRE_HDR_LEN) /* a connection's preamble: HELLO, then ACK */
+/* Redials after a break: 5 ms doubling to 500 ms, each with a jitter of 50-150 %; an attempt
+ * whose handshake and preamble are not through in ATTEMPT_NS is abandoned for the next. */
+#define BACKOFF_MIN_MS    5
+#define BACKOFF_MAX_MS    500
+#define ATTEMPT_NS        (1000LL * 1000000)
+#define RECONNECT_DEFAULT 10000
 
-enum { APP_BYE = 1, APP_PROTO = 2, APP_REFUSED = 3 };
+/* Application close codes. BREAK: a connection dropped on purpose (the test hook); a link
+ * resumes after it as after any other break. */
+enum { APP_BYE = 1, APP_PROTO = 2, APP_REFUSED = 3, APP_BREAK = 4 };
+enum { LINK_INIT, LINK_UP, LINK_DOWN, LINK_FAILED };
 
 struct qmsg {
     struct qmsg *next;
-    uint64_t end; /* stream offset just past this message */
+    uint64_t end; /* link-stream offset just past this message */
     size_t total; /* header + payload */
     const uint8_t *payload;
     void *op; /* send_done owed when acknowledged (not copied), else NULL */
@@ -111,15 +134,44 @@ struct qconn {
     socklen_t remote_len;
     ngtcp2_cid odcid; /* server side: the client's first destination ID */
     int64_t tx_sid, rx_sid;
-    /* send queue: head..tail in stream order; wcur/wpos: the first byte not yet given to ngtcp2 */
-    struct qmsg *head, *tail, *wcur;
+    /* This side's preamble (pre_ready once made), pre_pos of it given to ngtcp2; then the
+     * link's queue from wcur/wpos (the first byte not yet given), once tx_go: the peer's ACK said
+     * where its link stream stands, and tx_base is that link offset (this stream's PRE_LEN). */
+    uint8_t pre[PRE_LEN];
+    size_t pre_pos;
+    bool pre_ready, tx_go;
+    struct qmsg *wcur;
     size_t wpos;
-    uint64_t queued_end, acked_end;
-    struct quic_rx rx; /* the receive stream cut into frames (quic_frame.h) */
-    uint8_t *park;     /* stream bytes that came while parked (replayed at unpark) */
-    size_t park_len, park_cap;
+    uint64_t tx_base, acked_end; /* acked_end: stream offset acknowledged (gap-free) */
+    uint8_t rpre[PRE_LEN];       /* the peer's preamble being gathered */
+    size_t rpre_fill;
+    uint32_t epoch;
+    uint64_t park_unext; /* bytes taken while parked: the windows reopen by them at unpark */
+    int hook;            /* the test hook broke it: 1 close, 2 drop silently */
     int64_t born_ns;
     char desc[80];
+};
+
+/* A pair's link: its byte stream each way, across connections (epochs). */
+struct qlink {
+    struct lite_transport *t;
+    int peer, state;
+    bool was_up;
+    struct qconn *c; /* the connection carrying it (dialler: also an attempt not yet through) */
+    /* send: frames not yet acknowledged, in order; tx_end link bytes queued, tx_acked taken by
+     * the peer */
+    struct qmsg *head, *tail;
+    uint64_t tx_end, tx_acked;
+    /* receive: the peer's link stream cut into frames, rx_got bytes of it taken */
+    struct quic_rx rx;
+    uint64_t rx_got;
+    uint8_t *park; /* link bytes that came while parked (handed over at unpark) */
+    size_t park_len, park_cap;
+    uint32_t epoch;
+    unsigned attempts;
+    int64_t down_ns, next_dial_ns;
+    uint64_t breaks, resumes;
+    char down_why[WHY_LEN];
 };
 
 struct lite_transport {
@@ -137,10 +189,11 @@ struct lite_transport {
     struct qconn **slots;
     uint32_t nslots;
     struct qconn **by_rank;
-    bool *failed;    /* reported to the core (at most once each) */
-    char *lost_why;  /* connect_all: why each rank failed, WHY_LEN bytes each */
-    bool connecting; /* inside connect_all: failures are recorded, not reported */
-    bool closing;    /* inside close: no upcalls */
+    struct qlink *links; /* per rank */
+    bool *failed;        /* reported to the core (at most once each) */
+    char *lost_why;      /* connect_all: why each rank failed, WHY_LEN bytes each */
+    bool connecting;     /* inside connect_all: failures are recorded, not reported */
+    bool closing;        /* inside close: no upcalls */
     /* Parked: between connect_all and the core's first call, a thread keeps the pairs moving
      * (the core's bootstrap barrier makes no progress), holding back what is for the core. */
     bool parked;
@@ -168,9 +221,14 @@ struct lite_transport {
     uint64_t refused, refused_quiet; /* in all; not logged yet */
     int64_t refuse_next_ns, refuse_since_ns;
     char refuse_last[240];
+    int reconnect_ms;    /* 0: a break is final */
+    bool links_down;     /* some link is down: link_tick runs */
+    unsigned rng;        /* backoff jitter */
+    uint64_t *break_at;  /* LITETX_TEST_BREAK_AT: link bytes taken at which to break, ascending */
+    uint8_t *break_drop; /* per entry: drop silently (suffix d) rather than close */
+    int nbreak, next_break;
+    uint64_t rx_total; /* link bytes taken from all peers */
 };
-
-#define WHY_LEN 160
 
 static void refuse_flush(struct lite_transport *t, int64_t now)
 {
@@ -213,44 +271,134 @@ static void rand_bytes(uint8_t *p, size_t n)
     }
 }
 
-/* ---- failures ---- */
+/* ---- failures and links ---- */
 
-static void free_queue(struct qconn *c, int status)
+static struct qlink *link_of(struct qconn *c)
 {
     struct lite_transport *t = c->t;
-    while (c->head) {
-        struct qmsg *m = c->head;
-        c->head = m->next;
-        if (m->op && !t->closing)
-            t->up->send_done(t->core, m->op, status);
-        free(m);
-    }
-    c->tail = c->wcur = NULL;
+    int peer = c->peer >= 0 ? c->peer : c->dialled;
+    return peer >= 0 && t->links[peer].c == c ? &t->links[peer] : NULL;
 }
 
-/* The pair is unusable: tell the core once (or record it during connect_all) and complete
- * what was queued with an error. The connection is freed at the end of the pass (reap). */
-static void conn_fail(struct qconn *c, int status, const char *why)
+/* Complete (status 0) or fail every kept frame the peer has taken up to `upto` (UINT64_MAX with
+ * an error status: all of them). */
+static void link_release(struct lite_transport *t, struct qlink *l, uint64_t upto, int status)
+{
+    while (l->head && l->head->end <= upto) {
+        struct qmsg *m = l->head;
+        if (l->c && l->c->wcur == m)
+            break; /* never: the peer cannot take bytes not yet given to it */
+        l->head = m->next;
+        if (!l->head)
+            l->tail = NULL;
+        if (m->op && !t->closing) {
+            t->up->send_done(t->core, m->op, status);
+            t->events++;
+        }
+        free(m);
+    }
+}
+
+/* A connection is finished with: no more packets are read or written on it, and it is freed at
+ * the end of the pass (reap). */
+static void conn_kill(struct qconn *c)
 {
     struct lite_transport *t = c->t;
     if (c->dead)
         return;
     c->dead = true;
-    int peer = c->peer >= 0 ? c->peer : c->dialled;
-    if (peer >= 0 && t->by_rank[peer] == c) {
-        if (t->connecting) {
-            lite_fmt(t->lost_why + (size_t)peer * WHY_LEN, WHY_LEN, "%s", why);
-        } else if (!t->failed[peer] && !t->closing) {
-            t->failed[peer] = true;
-            LITE_INFO("quic rank %d: rank %d: %s", t->rank, peer, why);
-            t->up->peer_failed(t->core, peer, status, why);
-        }
-        if (!t->connecting)
-            t->failed[peer] = true;
-    } else if (!t->closing) {
-        refuse_log(t, c->desc, why);
+    struct qlink *l = link_of(c);
+    if (l) {
+        l->c = NULL;
+        if (t->by_rank[l->peer] == c)
+            t->by_rank[l->peer] = NULL;
     }
-    free_queue(c, status);
+}
+
+/* The link is lost for good: tell the core once (or record it during connect_all) and fail what
+ * is queued. */
+static void link_fail(struct lite_transport *t, struct qlink *l, int status, const char *why)
+{
+    if (l->c)
+        conn_kill(l->c);
+    if (l->state == LINK_FAILED)
+        return;
+    l->state = LINK_FAILED;
+    int peer = l->peer;
+    if (t->connecting) {
+        lite_fmt(t->lost_why + (size_t)peer * WHY_LEN, WHY_LEN, "%s", why);
+    } else if (!t->failed[peer] && !t->closing) {
+        t->failed[peer] = true;
+        LITE_INFO("quic rank %d: rank %d: %s", t->rank, peer, why);
+        t->up->peer_failed(t->core, peer, status, why);
+    }
+    if (!t->connecting)
+        t->failed[peer] = true;
+    link_release(t, l, UINT64_MAX, status);
+}
+
+/* A failure that ends the pair (or, for a connection no link has, just that connection). */
+static void conn_fail(struct qconn *c, int status, const char *why)
+{
+    struct lite_transport *t = c->t;
+    if (c->dead)
+        return;
+    struct qlink *l = link_of(c);
+    if (l) {
+        link_fail(t, l, status, why);
+        return;
+    }
+    c->dead = true;
+    if (c->server && c->peer < 0 && !t->closing)
+        refuse_log(t, c->desc, why);
+}
+
+static int64_t backoff_ns(struct lite_transport *t, unsigned attempts)
+{
+    int64_t ms = attempts >= 7 ? BACKOFF_MAX_MS : (int64_t)BACKOFF_MIN_MS << attempts;
+    if (ms > BACKOFF_MAX_MS)
+        ms = BACKOFF_MAX_MS;
+    int64_t ns = ms * 1000000;
+    return ns / 2 + (int64_t)(rand_r(&t->rng) % 1000) * ns / 1000;
+}
+
+/* The link's connection broke (or a redial attempt failed): it waits for the next one. */
+static void link_down(struct lite_transport *t, struct qlink *l, const char *why)
+{
+    int64_t now = lite_now_ns();
+    if (l->c)
+        conn_kill(l->c);
+    if (l->state == LINK_UP) {
+        l->down_ns = now;
+        l->attempts = 0;
+        l->breaks++;
+        lite_fmt(l->down_why, sizeof(l->down_why), "%s", why);
+        LITE_WARN("quic rank %d: link to rank %d broke (epoch %u): %s; reconnecting for up to %d "
+                  "ms",
+                  t->rank, l->peer, l->epoch, why, t->reconnect_ms);
+    } else {
+        LITE_DEBUG("quic rank %d: reconnection to rank %d failed: %s", t->rank, l->peer, why);
+    }
+    l->state = LINK_DOWN;
+    l->next_dial_ns = now + backoff_ns(t, l->attempts);
+    t->links_down = true;
+}
+
+/* A break that a link may survive: resumed when reconnection is on and the link was up once. */
+static void conn_break(struct qconn *c, const char *why)
+{
+    struct lite_transport *t = c->t;
+    if (c->dead)
+        return;
+    struct qlink *l = link_of(c);
+    if (!l) {
+        conn_fail(c, -LITE_ERR_PEER_LOST, why);
+        return;
+    }
+    if (t->reconnect_ms > 0 && l->was_up && (l->state == LINK_UP || l->state == LINK_DOWN))
+        link_down(t, l, why);
+    else
+        link_fail(t, l, -LITE_ERR_PEER_LOST, why);
 }
 
 /* ---- sending packets ---- */
@@ -303,11 +451,22 @@ static void send_batch(struct lite_transport *t, struct qconn *c, const uint8_t 
     }
 }
 
-/* Give ngtcp2 the queued stream bytes from the write cursor on. */
+/* Whether the connection has stream bytes not yet given to ngtcp2. */
+static inline bool conn_has_data(const struct qconn *c)
+{
+    return (c->pre_ready && c->pre_pos < PRE_LEN) || (c->tx_go && c->wcur);
+}
+
+/* Give ngtcp2 the stream bytes from the write cursor on: the preamble's rest, then the link's. */
 static size_t build_vecs(struct qconn *c, ngtcp2_vec *v, size_t max, bool *all)
 {
     size_t n = 0, pos = c->wpos;
-    struct qmsg *m = c->wcur;
+    if (c->pre_ready && c->pre_pos < PRE_LEN) {
+        v[n].base = c->pre + c->pre_pos;
+        v[n].len = PRE_LEN - c->pre_pos;
+        n++;
+    }
+    struct qmsg *m = c->tx_go ? c->wcur : NULL;
     for (; m && n < max; m = m->next, pos = 0) {
         if (pos < LITE_WIRE_HDR_LEN) {
             v[n].base = m->hdr + pos;
@@ -330,6 +489,11 @@ static size_t build_vecs(struct qconn *c, ngtcp2_vec *v, size_t max, bool *all)
 
 static void advance_cursor(struct qconn *c, size_t n)
 {
+    if (c->pre_ready && c->pre_pos < PRE_LEN) {
+        size_t k = PRE_LEN - c->pre_pos < n ? PRE_LEN - c->pre_pos : n;
+        c->pre_pos += k;
+        n -= k;
+    }
     while (n && c->wcur) {
         size_t left = c->wcur->total - c->wpos;
         if (n < left) {
@@ -403,7 +567,7 @@ static void conn_write(struct lite_transport *t, struct qconn *c)
         size_t nv = 0;
         int64_t sid = -1;
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_NONE;
-        if (c->tx_sid >= 0 && c->wcur && !blocked) {
+        if (c->tx_sid >= 0 && conn_has_data(c) && !blocked) {
             bool all;
             nv = build_vecs(c, vec, 16, &all);
             sid = c->tx_sid;
@@ -431,7 +595,7 @@ static void conn_write(struct lite_transport *t, struct qconn *c)
             t->in_ng--;
             conn_close_error(c, 0, (int)n, NULL);
             t->in_ng++;
-            conn_fail(c, -LITE_ERR_PEER_LOST, why);
+            conn_break(c, why);
             break;
         }
         if (n == 0)
@@ -439,7 +603,7 @@ static void conn_write(struct lite_transport *t, struct qconn *c)
         total++;
         /* A short packet with no stream data left behind it took all ngtcp2 had: asking again
          * would cost a pass through its writer for nothing (a lone message's packet). */
-        bool last = !c->wcur && (size_t)n < 1200 && c->tx_sid >= 0;
+        bool last = !conn_has_data(c) && (size_t)n < 1200 && c->tx_sid >= 0;
         /* GSO: equal-size packets in one buffer, a shorter one ends the batch. */
         if (npkt == 0) {
             seg = (size_t)n;
@@ -469,9 +633,10 @@ static void conn_write(struct lite_transport *t, struct qconn *c)
 
 /* ---- queueing messages ---- */
 
-static int queue_frame(struct lite_transport *t, struct qconn *c, const struct lite_wire_hdr *h,
+static int queue_frame(struct lite_transport *t, struct qlink *l, const struct lite_wire_hdr *h,
                        const void *payload, uint64_t len, void *op, bool copy)
 {
+    (void)t;
     if (len > ((uint64_t)1 << 48))
         return -EMSGSIZE;
     struct qmsg *m = malloc(sizeof(*m) + (copy ? len : 0));
@@ -484,29 +649,52 @@ static int queue_frame(struct lite_transport *t, struct qconn *c, const struct l
     if (copy && len)
         memcpy(m->data, payload, len);
     m->payload = copy ? m->data : payload;
-    c->queued_end += m->total;
-    m->end = c->queued_end;
-    if (c->tail)
-        c->tail->next = m;
+    l->tx_end += m->total;
+    m->end = l->tx_end;
+    if (l->tail)
+        l->tail->next = m;
     else
-        c->head = m;
-    c->tail = m;
-    if (!c->wcur) {
-        c->wcur = m;
-        c->wpos = 0;
+        l->head = m;
+    l->tail = m;
+    struct qconn *c = l->c;
+    if (c) {
+        if (c->tx_go && !c->wcur) {
+            c->wcur = m;
+            c->wpos = 0;
+        }
+        c->want_write = true;
     }
-    c->want_write = true;
     return 0;
 }
 
-static void queue_hello(struct lite_transport *t, struct qconn *c, int to)
+/* This side's preamble on connection c to rank `to`: HELLO (its rank, the incarnation it
+ * expects of the peer, its own, the epoch), then ACK (link bytes taken from the peer). */
+static void make_preamble(struct lite_transport *t, struct qconn *c, int to)
 {
     struct lite_wire_hdr h = {.type = LITE_WIRE_HELLO,
                               .tag = (uint64_t)t->rank,
                               .key = t->peer_nonce[to],
-                              .offset = t->nonce};
-    if (queue_frame(t, c, &h, NULL, 0, NULL, true))
-        conn_fail(c, -ENOMEM, "out of memory");
+                              .offset = t->nonce,
+                              .imm = c->epoch};
+    struct lite_wire_hdr a = {.type = LITE_WIRE_FENCE, .key = t->links[to].rx_got};
+    lite_wire_encode(&h, c->pre);
+    lite_wire_encode(&a, c->pre + LITE_WIRE_HDR_LEN);
+    c->pre_pos = 0;
+    c->pre_ready = true;
+    c->want_write = true;
+}
+
+/* The peer took `a` bytes of this side's link stream: what it took completes, the link goes on
+ * from there on connection c. */
+static void link_tx_start(struct lite_transport *t, struct qlink *l, struct qconn *c, uint64_t a)
+{
+    l->tx_acked = a;
+    link_release(t, l, a, 0);
+    c->tx_base = a;
+    c->tx_go = true;
+    c->wcur = l->head;
+    c->wpos = l->head ? (size_t)(a - (l->head->end - l->head->total)) : 0;
+    c->want_write = true;
 }
 
 /* ---- ngtcp2 callbacks ---- */
@@ -588,19 +776,15 @@ static int cb_acked(ngtcp2_conn *conn, int64_t sid, uint64_t offset, uint64_t le
     (void)sid;
     (void)sud;
     struct qconn *c = user;
-    struct lite_transport *t = c->t;
     if (offset + len > c->acked_end)
         c->acked_end = offset + len;
-    while (c->head && c->head->end <= c->acked_end && c->head != c->wcur) {
-        struct qmsg *m = c->head;
-        c->head = m->next;
-        if (!c->head)
-            c->tail = NULL;
-        if (m->op && !t->closing) {
-            t->up->send_done(t->core, m->op, 0);
-            t->events++;
+    struct qlink *l = link_of(c);
+    if (l && c->tx_go && c->acked_end > PRE_LEN) {
+        uint64_t a = c->tx_base + (c->acked_end - PRE_LEN);
+        if (a > l->tx_acked) {
+            l->tx_acked = a;
+            link_release(c->t, l, a, 0);
         }
-        free(m);
     }
     return 0;
 }
@@ -614,12 +798,31 @@ static int proto_error(struct qconn *c, int code, const char *fmt, const char *d
     return NGTCP2_ERR_CALLBACK_FAILURE;
 }
 
-/* The peer's HELLO: who it is (quic_hello_check), and, on the server side, that it is not
- * connected already. */
-static int hello_rx(void *u, const struct lite_wire_hdr *h, char *why, size_t why_len)
+static void link_up(struct lite_transport *t, struct qlink *l, struct qconn *c)
 {
-    struct qconn *c = u;
+    if (l->state == LINK_DOWN) {
+        l->resumes++;
+        LITE_WARN("quic rank %d: link to rank %d resumed (epoch %u) after %.1f ms, %u attempt(s)",
+                  t->rank, l->peer, l->epoch, (double)(lite_now_ns() - l->down_ns) / 1e6,
+                  l->attempts);
+    }
+    l->state = LINK_UP;
+    l->was_up = true;
+    c->ready = true;
+}
+
+/* The peer's preamble on connection c: who it is (quic_hello_check), which epoch, and where
+ * this side's link stream resumes. 0, or a negative code with why filled. */
+static int preamble_rx(struct qconn *c, char *why, size_t why_len)
+{
     struct lite_transport *t = c->t;
+    struct lite_wire_hdr h, a;
+    const char *bad = NULL;
+    if (lite_wire_decode(c->rpre, QUIC_FRAME_MAX, &h, &bad) < 0 || h.type != LITE_WIRE_HELLO ||
+        h.len) {
+        lite_fmt(why, why_len, "its first frame is no HELLO (%s)", bad ? bad : "another type");
+        return -LITE_ERR_PROTOCOL;
+    }
     bool ca = t->sec && t->sec->mode == LITE_SEC_CA;
     struct quic_hello_ctx x = {.rank = t->rank,
                                .world = t->world,
@@ -628,23 +831,66 @@ static int hello_rx(void *u, const struct lite_wire_hdr *h, char *why, size_t wh
                                .dialled = c->dialled,
                                .cert_checked = ca,
                                .cert_rank = ca ? quic_tls_peer_rank(c->tls) : -1};
-    int r = quic_hello_check(&x, h, why, why_len);
+    int r = quic_hello_check(&x, &h, why, why_len);
     if (r < 0)
         return r;
+    if (lite_wire_decode(c->rpre + LITE_WIRE_HDR_LEN, QUIC_FRAME_MAX, &a, &bad) < 0 ||
+        a.type != LITE_WIRE_FENCE || a.tag || a.len) {
+        lite_fmt(why, why_len, "its HELLO is not followed by an ACK");
+        return -LITE_ERR_PROTOCOL;
+    }
+    struct qlink *l = &t->links[r];
     if (c->server) {
-        if (t->by_rank[r] && t->by_rank[r] != c && !t->by_rank[r]->dead) {
-            lite_fmt(why, why_len, "rank %d is connected already (a second connection)", r);
-            return -LITE_ERR_PROTOCOL;
+        if (l->state == LINK_INIT) {
+            if (l->c && l->c != c && !l->c->dead) {
+                lite_fmt(why, why_len, "rank %d is connected already (a second connection)", r);
+                return -LITE_ERR_PROTOCOL;
+            }
+            if (h.imm) {
+                lite_fmt(why, why_len, "it resumes (epoch %u) a link this rank never had", h.imm);
+                return -LITE_ERR_PROTOCOL;
+            }
+        } else if (l->state == LINK_FAILED || t->reconnect_ms <= 0) {
+            lite_fmt(why, why_len, "it resumes the link to rank %d, which is lost already", r);
+            return QUIC_ERR_REFUSE;
+        } else if (h.imm <= l->epoch) {
+            lite_fmt(why, why_len,
+                     "it resumes epoch %u of rank %d's link, at %u already (a late "
+                     "attempt)",
+                     h.imm, r, l->epoch);
+            return QUIC_ERR_REFUSE;
+        } else if (l->state == LINK_UP) {
+            /* The peer saw a break first: this side breaks too, and resumes. */
+            link_down(t, l, "the peer reconnected (it saw the connection break)");
         }
+        if (l->c && l->c != c)
+            conn_kill(l->c);
+        l->c = c;
         t->by_rank[r] = c;
+        l->epoch = h.imm;
+        c->epoch = h.imm;
         lite_fmt(c->desc, sizeof(c->desc), "rank %d", r);
         if (t->strangers)
             t->strangers--;
-        queue_hello(t, c, r);
+    } else if (h.imm != c->epoch) {
+        lite_fmt(why, why_len, "its HELLO names epoch %u, this connection is epoch %u", h.imm,
+                 c->epoch);
+        return -LITE_ERR_PROTOCOL;
     }
     c->peer = r;
+    if (a.key < l->tx_acked || a.key > l->tx_end) {
+        lite_fmt(why, why_len,
+                 "it says it took %llu bytes of this rank's link stream, which has %llu (%llu "
+                 "taken before)",
+                 (unsigned long long)a.key, (unsigned long long)l->tx_end,
+                 (unsigned long long)l->tx_acked);
+        return -LITE_ERR_PROTOCOL;
+    }
+    if (c->server)
+        make_preamble(t, c, r);
+    link_tx_start(t, l, c, a.key);
     c->hello_rx = true;
-    c->ready = true;
+    link_up(t, l, c);
     return 0;
 }
 
@@ -652,9 +898,9 @@ static int hello_rx(void *u, const struct lite_wire_hdr *h, char *why, size_t wh
 static int rx_msg(void *u, const struct lite_msg_hdr *h, const uint8_t *p, char *why,
                   size_t why_len)
 {
-    struct qconn *c = u;
-    struct lite_transport *t = c->t;
-    int rc = t->up->recv_msg(t->core, c->peer, h, p);
+    struct qlink *l = u;
+    struct lite_transport *t = l->t;
+    int rc = t->up->recv_msg(t->core, l->peer, h, p);
     t->events++;
     if (rc < 0) {
         lite_fmt(why, why_len,
@@ -668,27 +914,64 @@ static int rx_msg(void *u, const struct lite_msg_hdr *h, const uint8_t *p, char 
 
 static int rx_begin(void *u, const struct lite_msg_hdr *h, void **dst, void **token)
 {
-    struct qconn *c = u;
-    struct lite_transport *t = c->t;
+    struct qlink *l = u;
+    struct lite_transport *t = l->t;
     t->events++;
-    return t->up->recv_begin(t->core, c->peer, h, dst, token);
+    return t->up->recv_begin(t->core, l->peer, h, dst, token);
 }
 
 static void rx_end(void *u, void *token)
 {
-    struct qconn *c = u;
-    c->t->up->recv_end(c->t->core, c->peer, token);
+    struct qlink *l = u;
+    l->t->up->recv_end(l->t->core, l->peer, token);
+}
+
+static int rx_hello_never(void *u, const struct lite_wire_hdr *h, char *why, size_t why_len)
+{
+    (void)u;
+    (void)h;
+    lite_fmt(why, why_len, "it sent a HELLO inside its link stream");
+    return -LITE_ERR_PROTOCOL;
 }
 
 static const struct quic_rx_ops g_rx_ops = {
-    .hello = hello_rx, .msg = rx_msg, .begin = rx_begin, .end = rx_end};
+    .hello = rx_hello_never, .msg = rx_msg, .begin = rx_begin, .end = rx_end};
 
-/* The bytes of this connection's receive stream, in order: 0, or NGTCP2_ERR_CALLBACK_FAILURE
- * with fail_code and fail_why set. */
-static int rx_bytes(struct qconn *c, const uint8_t *p, size_t n)
+/* Bytes of a link's receive stream, in order: 0, or a negative code with why filled. */
+static int rx_bytes(struct qlink *l, const uint8_t *p, size_t n, char *why, size_t why_len)
 {
-    c->rx.discard = c->t->closing;
-    int rc = quic_rx_feed(&c->rx, &g_rx_ops, c, p, n, c->fail_why, sizeof(c->fail_why));
+    l->rx.discard = l->t->closing;
+    return quic_rx_feed(&l->rx, &g_rx_ops, l, p, n, why, why_len);
+}
+
+/* n link bytes taken from connection c: handed to the frame parser, or kept while parked. */
+static int take(struct qconn *c, struct qlink *l, const uint8_t *p, size_t n)
+{
+    struct lite_transport *t = c->t;
+    t->rx_total += n;
+    l->rx_got += n;
+    if (t->parked) {
+        /* Kept for the core; the windows stay where they are until it takes them. */
+        if (l->park_len + n > l->park_cap) {
+            size_t cap = l->park_cap ? l->park_cap : 65536;
+            while (cap < l->park_len + n)
+                cap *= 2;
+            uint8_t *b = realloc(l->park, cap);
+            if (!b)
+                return proto_error(c, -ENOMEM, "out of memory%s", NULL);
+            l->park = b;
+            l->park_cap = cap;
+        }
+        memcpy(l->park + l->park_len, p, n);
+        l->park_len += n;
+        c->park_unext += n;
+        return 0;
+    }
+    /* Taken at once (into the core's buffers): the windows reopen by what arrived. */
+    ngtcp2_conn_extend_max_stream_offset(c->conn, c->rx_sid, n);
+    ngtcp2_conn_extend_max_offset(c->conn, n);
+    c->want_write = true;
+    int rc = rx_bytes(l, p, n, c->fail_why, sizeof(c->fail_why));
     if (rc) {
         c->fail_code = rc;
         return NGTCP2_ERR_CALLBACK_FAILURE;
@@ -703,33 +986,52 @@ static int cb_recv_stream(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64
     (void)offset;
     (void)sud;
     struct qconn *c = user;
+    struct lite_transport *t = c->t;
     if (c->dead)
-        return 0;
+        return NGTCP2_ERR_CALLBACK_FAILURE; /* nothing more is taken from it (nor acknowledged) */
     if (c->rx_sid < 0)
         c->rx_sid = sid;
     else if (sid != c->rx_sid)
         return proto_error(c, -LITE_ERR_PROTOCOL, "it opened a second stream%s", NULL);
-    if (c->t->parked) {
-        /* Kept for the core; the windows stay where they are until it takes them. */
-        if (c->park_len + len > c->park_cap) {
-            size_t cap = c->park_cap ? c->park_cap : 65536;
-            while (cap < c->park_len + len)
-                cap *= 2;
-            uint8_t *b = realloc(c->park, cap);
-            if (!b)
-                return proto_error(c, -ENOMEM, "out of memory%s", NULL);
-            c->park = b;
-            c->park_cap = cap;
+    if (c->rpre_fill < PRE_LEN) {
+        size_t k = PRE_LEN - c->rpre_fill < len ? PRE_LEN - c->rpre_fill : len;
+        memcpy(c->rpre + c->rpre_fill, data, k);
+        c->rpre_fill += k;
+        data += k;
+        len -= k;
+        ngtcp2_conn_extend_max_stream_offset(conn, sid, k);
+        ngtcp2_conn_extend_max_offset(conn, k);
+        c->want_write = true;
+        if (c->rpre_fill < PRE_LEN)
+            return 0;
+        int rc = preamble_rx(c, c->fail_why, sizeof(c->fail_why));
+        if (rc) {
+            c->fail_code = rc;
+            return NGTCP2_ERR_CALLBACK_FAILURE;
         }
-        memcpy(c->park + c->park_len, data, len);
-        c->park_len += len;
-        return 0;
     }
-    /* Taken at once (into the core's buffers): the windows reopen by what arrived. */
-    ngtcp2_conn_extend_max_stream_offset(conn, sid, len);
-    ngtcp2_conn_extend_max_offset(conn, len);
-    c->want_write = true;
-    return rx_bytes(c, data, len);
+    if (!len)
+        return 0;
+    struct qlink *l = link_of(c);
+    if (!l || !c->hello_rx)
+        return proto_error(c, -LITE_ERR_PROTOCOL, "stream data on a connection no link has%s",
+                           NULL);
+    /* Test hook: take the bytes up to the next break point, then break the connection (the
+     * packet is not acknowledged: the rest comes again on the next connection). */
+    while (t->next_break < t->nbreak && t->break_at[t->next_break] < t->rx_total)
+        t->next_break++;
+    if (t->next_break < t->nbreak && t->rx_total + len >= t->break_at[t->next_break]) {
+        size_t k = (size_t)(t->break_at[t->next_break] - t->rx_total);
+        c->hook = t->break_drop[t->next_break] ? 2 : 1;
+        t->next_break++;
+        int rc = k ? take(c, l, data, k) : 0;
+        if (rc)
+            return rc;
+        lite_fmt(c->fail_why, sizeof(c->fail_why), "broken on purpose after %llu bytes (%s)",
+                 (unsigned long long)t->rx_total, c->hook == 2 ? "dropped" : "closed");
+        return NGTCP2_ERR_CALLBACK_FAILURE;
+    }
+    return take(c, l, data, len);
 }
 
 static const ngtcp2_callbacks g_callbacks = {
@@ -785,17 +1087,17 @@ static struct qconn *conn_alloc(struct lite_transport *t)
 static void conn_free(struct qconn *c)
 {
     struct lite_transport *t = c->t;
-    free_queue(c, -LITE_ERR_PEER_LOST);
     if (c->conn)
         ngtcp2_conn_del(c->conn);
     if (c->tls)
         gnutls_deinit(c->tls);
-    quic_rx_free(&c->rx);
-    free(c->park);
     t->slots[c->slot] = NULL;
-    for (int r = 0; r < t->world; r++)
+    for (int r = 0; r < t->world; r++) {
         if (t->by_rank[r] == c)
             t->by_rank[r] = NULL;
+        if (t->links[r].c == c)
+            t->links[r].c = NULL;
+    }
     if (c->peer < 0 && c->server && t->strangers)
         t->strangers--;
     free(c);
@@ -840,17 +1142,17 @@ static int conn_finish_setup(struct lite_transport *t, struct qconn *c, int expe
     return 0;
 }
 
-/* Dial rank r (this rank is the lower of the pair). */
-static int conn_dial(struct lite_transport *t, int r, char *why, size_t why_len)
+/* Dial rank r (this rank is the lower of the pair): epoch 0 at init, then each redial. */
+static int conn_dial(struct lite_transport *t, int r, uint32_t epoch, char *why, size_t why_len)
 {
     struct qconn *c = conn_alloc(t);
     if (!c)
         return -ENOMEM;
     c->dialled = r;
+    c->epoch = epoch;
     c->remote = t->peer_addr[r];
     c->remote_len = t->peer_addr_len[r];
     lite_fmt(c->desc, sizeof(c->desc), "rank %d", r);
-    t->by_rank[r] = c;
     ngtcp2_cid dcid, scid;
     uint8_t b[18];
     rand_bytes(b, sizeof(b));
@@ -874,7 +1176,9 @@ static int conn_dial(struct lite_transport *t, int r, char *why, size_t why_len)
         conn_free(c);
         return rc;
     }
-    queue_hello(t, c, r);
+    t->links[r].c = c;
+    t->by_rank[r] = c;
+    make_preamble(t, c, r);
     return 0;
 }
 
@@ -947,15 +1251,23 @@ static struct qconn *conn_by_dcid(struct lite_transport *t, const uint8_t *dcid,
     return NULL;
 }
 
+/* Whether a peer's CONNECTION_CLOSE ends the pair: BYE (it finalized), a refusal (a new
+ * incarnation at the address, or a link it has failed) or a protocol error it found. */
+static bool close_is_final(const ngtcp2_connection_close_error *e)
+{
+    if (e->type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION)
+        return e->error_code == APP_BYE || e->error_code == APP_PROTO ||
+               e->error_code == APP_REFUSED;
+    return e->error_code == NGTCP2_CONNECTION_REFUSED;
+}
+
 static void conn_read_error(struct qconn *c, int rv)
 {
-    struct lite_transport *t = c->t;
     char why[WHY_LEN];
     if (rv == NGTCP2_ERR_DRAINING) {
-        const ngtcp2_connection_close_error *e = NULL;
         ngtcp2_connection_close_error ccerr;
         ngtcp2_conn_get_connection_close_error(c->conn, &ccerr);
-        e = &ccerr;
+        const ngtcp2_connection_close_error *e = &ccerr;
         if (e->type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION &&
             e->error_code == APP_BYE) {
             lite_fmt(why, sizeof(why), "rank %d finalized and closed", c->peer);
@@ -967,12 +1279,22 @@ static void conn_read_error(struct qconn *c, int rv)
                                                                                 : "transport",
                  (unsigned long long)e->error_code, e->reasonlen ? ": " : "",
                  (int)(e->reasonlen < 100 ? e->reasonlen : 100), (const char *)e->reason);
-        conn_fail(c, -LITE_ERR_PEER_LOST, why);
+        if (close_is_final(e))
+            conn_fail(c, -LITE_ERR_PEER_LOST, why);
+        else
+            conn_break(c, why);
         return;
     }
     if (rv == NGTCP2_ERR_CALLBACK_FAILURE && c->fail_code) {
         conn_close_error(c, c->fail_code == -EACCES ? APP_REFUSED : APP_PROTO, 0, "refused");
         conn_fail(c, c->fail_code, c->fail_why);
+        return;
+    }
+    if (rv == NGTCP2_ERR_CALLBACK_FAILURE && c->hook) {
+        if (c->hook == 1)
+            conn_close_error(c, APP_BREAK, 0, "test break");
+        lite_fmt(why, sizeof(why), "%s", c->fail_why);
+        conn_break(c, why);
         return;
     }
     if (rv == NGTCP2_ERR_CRYPTO) {
@@ -989,24 +1311,25 @@ static void conn_read_error(struct qconn *c, int rv)
         return;
     }
     if (rv == NGTCP2_ERR_DROP_CONN) {
-        conn_fail(c, -LITE_ERR_PEER_LOST,
-                  c->server && c->peer < 0
-                      ? "its Initial packet did not decrypt or parse (noise, or not QUIC)"
-                      : "the connection was dropped");
+        if (c->server && c->peer < 0)
+            conn_fail(c, -LITE_ERR_PEER_LOST,
+                      "its Initial packet did not decrypt or parse (noise, or not QUIC)");
+        else
+            conn_break(c, "the connection was dropped");
         return;
     }
     lite_fmt(why, sizeof(why), "QUIC error: %s", ngtcp2_strerror(rv));
     conn_close_error(c, 0, rv, NULL);
-    conn_fail(c, -LITE_ERR_PEER_LOST, why);
-    (void)t;
+    conn_break(c, why);
 }
 
 static void rx_packet(struct lite_transport *t, const uint8_t *pkt, size_t len,
                       const struct sockaddr_storage *from, socklen_t fromlen)
 {
     ngtcp2_version_cid vc;
-    /* (An empty datagram: ngtcp2 asserts on one.) */
-    int rv = len ? ngtcp2_pkt_decode_version_cid(&vc, pkt, len, CIDLEN) : -1;
+    if (!len)
+        return; /* a probe of a rank whose link is down (link_tick): it only checks we listen */
+    int rv = ngtcp2_pkt_decode_version_cid(&vc, pkt, len, CIDLEN);
     if (rv != 0) {
         t->dropped++;
         return;
@@ -1071,16 +1394,20 @@ static void rx_errqueue(struct lite_transport *t)
                 (ee.ee_origin == SO_EE_ORIGIN_ICMP6 && ee.ee_type == 1 && ee.ee_code == 4);
             if (!unreach)
                 continue;
+            const char *why = "its port is closed (ICMP port unreachable): the process is gone";
             for (uint32_t s = 0; s < t->nslots; s++) {
                 struct qconn *c = t->slots[s];
                 if (!c || c->dead || c->remote_len != mh.msg_namelen ||
                     memcmp(&c->remote, &dst, c->remote_len) != 0)
                     continue;
-                char why[WHY_LEN];
-                lite_fmt(why, sizeof(why),
-                         "its port is closed (ICMP port unreachable): the process is gone");
                 conn_fail(c, -LITE_ERR_PEER_LOST, why);
             }
+            /* a link that is down: the probe or a redial found nobody listening */
+            for (int r = 0; r < t->world; r++)
+                if (t->links && t->links[r].state == LINK_DOWN &&
+                    t->peer_addr_len[r] == mh.msg_namelen &&
+                    memcmp(&t->peer_addr[r], &dst, mh.msg_namelen) == 0)
+                    link_fail(t, &t->links[r], -LITE_ERR_PEER_LOST, why);
         }
     }
 }
@@ -1142,11 +1469,62 @@ static void rx_drain(struct lite_transport *t)
 
 /* ---- timers, writing, reaping ---- */
 
+/* Links that are down: past the budget they fail; the dialling rank redials (an attempt not
+ * through in ATTEMPT_NS gives way to the next), the other probes that the peer still listens
+ * (an empty datagram: a closed port answers with ICMP, rx_errqueue). */
+static void link_tick(struct lite_transport *t, int64_t now)
+{
+    for (int r = 0; r < t->world; r++) {
+        struct qlink *l = &t->links[r];
+        if (l->state != LINK_DOWN || r == t->rank)
+            continue;
+        if (now - l->down_ns > (int64_t)t->reconnect_ms * 1000000) {
+            char w[WHY_LEN + 160];
+            lite_fmt(w, sizeof(w),
+                     "no resume within reconnect_timeout_ms (%d): %u reconnection attempt(s) in "
+                     "%lld ms; it broke: %s",
+                     t->reconnect_ms, l->attempts, (long long)((now - l->down_ns) / 1000000),
+                     l->down_why);
+            link_fail(t, l, -LITE_ERR_PEER_LOST, w);
+            continue;
+        }
+        if (l->c && !l->c->dead && now - l->c->born_ns > ATTEMPT_NS)
+            link_down(t, l, "the attempt took too long");
+        if (l->c || now < l->next_dial_ns)
+            continue;
+        l->attempts++;
+        l->next_dial_ns = now + backoff_ns(t, l->attempts);
+        if (r > t->rank) {
+            char why[WHY_LEN];
+            int rc = conn_dial(t, r, l->epoch + 1, why, sizeof(why));
+            if (rc)
+                link_fail(t, l, rc, why);
+            else
+                l->epoch++;
+        } else {
+            (void)!sendto(t->fd, "", 0, MSG_DONTWAIT, (struct sockaddr *)&t->peer_addr[r],
+                          t->peer_addr_len[r]);
+        }
+    }
+}
+
 static int64_t timers(struct lite_transport *t)
 {
     ngtcp2_tstamp now = now_ts(), next = UINT64_MAX;
     if (t->refused_quiet && (int64_t)now >= t->refuse_next_ns)
         refuse_flush(t, (int64_t)now);
+    if (t->links_down) {
+        link_tick(t, (int64_t)now);
+        t->links_down = false;
+        for (int r = 0; r < t->world; r++) {
+            struct qlink *l = &t->links[r];
+            if (l->state == LINK_DOWN) {
+                t->links_down = true;
+                if (!l->c && (ngtcp2_tstamp)l->next_dial_ns < next)
+                    next = (ngtcp2_tstamp)l->next_dial_ns;
+            }
+        }
+    }
     for (uint32_t i = 0; i < t->nslots; i++) {
         struct qconn *c = t->slots[i];
         if (!c || c->dead || !c->conn)
@@ -1165,7 +1543,7 @@ static int64_t timers(struct lite_transport *t)
                 char why[WHY_LEN];
                 lite_fmt(why, sizeof(why), "no packet for %llu ms (QUIC idle timeout)",
                          (unsigned long long)(t->idle_ns / 1000000));
-                conn_fail(c, -LITE_ERR_PEER_LOST, why);
+                conn_break(c, why);
                 continue;
             }
             if (rv) {
@@ -1181,7 +1559,9 @@ static int64_t timers(struct lite_transport *t)
         if (c->want_write && c->hold_until && (ngtcp2_tstamp)c->hold_until < next)
             next = (ngtcp2_tstamp)c->hold_until; /* a held acknowledgement is a timer too */
     }
-    return next == UINT64_MAX ? -1 : (int64_t)(next - now);
+    if (next == UINT64_MAX)
+        return -1;
+    return next > now ? (int64_t)(next - now) : 0;
 }
 
 /* Whether a connection writes now. Stream data goes at once, with the acknowledgement of what
@@ -1192,8 +1572,8 @@ static int64_t timers(struct lite_transport *t)
 static bool write_due(struct qconn *c, int64_t now)
 {
     if (!c->want_write)
-        return c->wcur && c->tx_sid < 0;
-    if (c->wcur || c->hold_until == 0 || c->rx_unacked >= 2)
+        return conn_has_data(c) && c->tx_sid < 0;
+    if (conn_has_data(c) || c->hold_until == 0 || c->rx_unacked >= 2)
         return true;
     return now >= c->hold_until || !ngtcp2_conn_get_handshake_completed(c->conn);
 }
@@ -1276,22 +1656,31 @@ static void unpark(struct lite_transport *t)
     pthread_join(t->parker, NULL);
     t->parked = false;
     t->connecting = false;
-    for (uint32_t i = 0; i < t->nslots; i++) {
-        struct qconn *c = t->slots[i];
-        if (!c || c->dead || !c->park_len)
+    for (int r = 0; r < t->world; r++) {
+        struct qlink *l = &t->links[r];
+        if (r == t->rank || !l->park_len || l->state == LINK_FAILED)
             continue;
-        size_t n = c->park_len;
-        c->park_len = 0;
+        size_t n = l->park_len;
+        l->park_len = 0;
+        char why[WHY_LEN];
         t->in_ng++; /* like a callback: posts from the upcalls only queue */
-        int rc = rx_bytes(c, c->park, n);
+        int rc = rx_bytes(l, l->park, n, why, sizeof(why));
         t->in_ng--;
         if (rc) {
-            conn_close_error(c, c->fail_code == -EACCES ? APP_REFUSED : APP_PROTO, 0, "refused");
-            conn_fail(c, c->fail_code, c->fail_why);
-            continue;
+            if (l->c)
+                conn_close_error(l->c, rc == -EACCES ? APP_REFUSED : APP_PROTO, 0, "refused");
+            t->connecting = true; /* reported with the others below */
+            link_fail(t, l, rc, why);
+            t->connecting = false;
         }
-        ngtcp2_conn_extend_max_stream_offset(c->conn, c->rx_sid, n);
-        ngtcp2_conn_extend_max_offset(c->conn, n);
+    }
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        struct qconn *c = t->slots[i];
+        if (!c || c->dead || !c->park_unext || c->rx_sid < 0)
+            continue;
+        ngtcp2_conn_extend_max_stream_offset(c->conn, c->rx_sid, c->park_unext);
+        ngtcp2_conn_extend_max_offset(c->conn, c->park_unext);
+        c->park_unext = 0;
         c->want_write = true;
         c->expiry = 0;
     }
@@ -1370,6 +1759,50 @@ static bool is_loopback(const struct sockaddr_storage *ss)
 
 static void quic_close(struct lite_transport *t);
 
+/* lite_config_t.reconnect_timeout_ms, and LITETX_TEST_BREAK_AT=N[d][,N[d]...] (for tests: break
+ * a connection when this rank has taken N link bytes from its peers in all; with d it is dropped
+ * silently, as a path that went dead, else closed). */
+static int parse_link_env(struct lite_transport *t, const struct lite_transport_params *p)
+{
+    t->reconnect_ms = RECONNECT_DEFAULT;
+    if (p->size > offsetof(struct lite_transport_params, reconnect_timeout_ms) &&
+        p->reconnect_timeout_ms >= 0)
+        t->reconnect_ms = p->reconnect_timeout_ms;
+    uint64_t seed;
+    rand_bytes((uint8_t *)&seed, sizeof(seed));
+    t->rng = (unsigned)(seed ^ (seed >> 32));
+    const char *v = getenv("LITETX_TEST_BREAK_AT");
+    if (!v || !*v)
+        return 0;
+    for (const char *q = v; *q; q++)
+        t->nbreak += *q == ',';
+    t->nbreak++;
+    t->break_at = calloc((size_t)t->nbreak, sizeof(*t->break_at));
+    t->break_drop = calloc((size_t)t->nbreak, 1);
+    if (!t->break_at || !t->break_drop)
+        return -ENOMEM;
+    const char *q = v;
+    for (int i = 0; i < t->nbreak; i++) {
+        char *end;
+        unsigned long long n = strtoull(q, &end, 10);
+        if (end != q && *end == 'd') {
+            t->break_drop[i] = 1;
+            end++;
+        }
+        if (end == q || (*end && *end != ',') || (i && n <= t->break_at[i - 1])) {
+            LITE_ERROR("LITETX_TEST_BREAK_AT=\"%s\": must be ascending byte counts (each may end "
+                       "in d: drop), comma separated",
+                       v);
+            return -LITE_ERR_CONFIG;
+        }
+        t->break_at[i] = n;
+        q = *end ? end + 1 : end;
+    }
+    LITE_WARN("quic rank %d: LITETX_TEST_BREAK_AT is set: connections are broken on purpose",
+              t->rank);
+    return 0;
+}
+
 static int quic_open(const struct lite_transport_params *p, struct lite_transport **out)
 {
     struct lite_transport *t = calloc(1, sizeof(*t));
@@ -1385,6 +1818,7 @@ static int quic_open(const struct lite_transport_params *p, struct lite_transpor
                  : NULL;
     size_t w = (size_t)t->world;
     t->by_rank = calloc(w, sizeof(*t->by_rank));
+    t->links = calloc(w, sizeof(*t->links));
     t->failed = calloc(w, sizeof(*t->failed));
     t->peer_nonce = calloc(w, sizeof(*t->peer_nonce));
     t->peer_addr = calloc(w, sizeof(*t->peer_addr));
@@ -1392,8 +1826,8 @@ static int quic_open(const struct lite_transport_params *p, struct lite_transpor
     t->lost_why = calloc(w, WHY_LEN);
     t->txbuf = malloc(TX_BUF);
     t->rxbuf = malloc((size_t)RX_BATCH * RX_BUF);
-    if (!t->by_rank || !t->failed || !t->peer_nonce || !t->peer_addr || !t->peer_addr_len ||
-        !t->lost_why || !t->txbuf || !t->rxbuf) {
+    if (!t->by_rank || !t->links || !t->failed || !t->peer_nonce || !t->peer_addr ||
+        !t->peer_addr_len || !t->lost_why || !t->txbuf || !t->rxbuf) {
         quic_close(t);
         return -ENOMEM;
     }
@@ -1404,8 +1838,18 @@ static int quic_open(const struct lite_transport_params *p, struct lite_transpor
                                             .msg_iovlen = 1,
                                             .msg_control = t->rxctl[i]};
     }
+    for (int r = 0; r < t->world; r++) {
+        t->links[r].t = t;
+        t->links[r].peer = r;
+        t->links[r].rx.hello_rx = true; /* the HELLO is the connection's, not the link's */
+    }
     char why[256] = "";
-    int rc = bind_socket(t, p->bind_host, why, sizeof(why));
+    int rc = parse_link_env(t, p);
+    if (rc) {
+        quic_close(t);
+        return rc;
+    }
+    rc = bind_socket(t, p->bind_host, why, sizeof(why));
     if (!rc)
         rc = quic_tls_open(t->sec, t->rank, &t->tls, why, sizeof(why));
     if (rc) {
@@ -1478,9 +1922,10 @@ static void quic_close(struct lite_transport *t)
     int64_t until = lite_now_ns() + (int64_t)LINGER_MS * 1000000;
     while (t->fd >= 0 && lite_now_ns() < until) {
         bool waiting = false;
-        for (uint32_t i = 0; i < t->nslots; i++) {
-            struct qconn *c = t->slots[i];
-            if (c && !c->dead && c->ready && c->conn && c->acked_end < c->queued_end)
+        for (int r = 0; t->links && r < t->world; r++) {
+            struct qlink *l = &t->links[r];
+            /* a link that is down counts too: it may resume within the linger */
+            if ((l->state == LINK_UP || l->state == LINK_DOWN) && l->tx_acked < l->tx_end)
                 waiting = true;
         }
         if (!waiting)
@@ -1505,6 +1950,12 @@ static void quic_close(struct lite_transport *t)
         if (c)
             conn_free(c);
     }
+    for (int r = 0; t->links && r < t->world; r++) {
+        struct qlink *l = &t->links[r];
+        link_release(t, l, UINT64_MAX, -LITE_ERR_PEER_LOST);
+        quic_rx_free(&l->rx);
+        free(l->park);
+    }
     refuse_flush(t, lite_now_ns());
     if (t->refused)
         LITE_INFO("quic rank %d: refused %llu connection(s) in all", t->rank,
@@ -1516,6 +1967,9 @@ static void quic_close(struct lite_transport *t)
         close(t->fd);
     quic_tls_close(t->tls);
     free(t->slots);
+    free(t->links);
+    free(t->break_at);
+    free(t->break_drop);
     free(t->by_rank);
     free(t->failed);
     free(t->peer_nonce);
@@ -1555,7 +2009,7 @@ static int quic_connect_all(struct lite_transport *t, const void *const *blobs, 
     t->connecting = true;
     int rc = 0;
     for (int r = t->rank + 1; r < t->world && !rc; r++)
-        rc = conn_dial(t, r, why, why_len);
+        rc = conn_dial(t, r, 0, why, why_len);
     while (!rc) {
         int missing = 0, failed = -1;
         for (int r = 0; r < t->world; r++) {
@@ -1564,9 +2018,10 @@ static int quic_connect_all(struct lite_transport *t, const void *const *blobs, 
             if (t->lost_why[(size_t)r * WHY_LEN])
                 failed = r;
             struct qconn *c = t->by_rank[r];
-            /* Up: its HELLO is in and ours acknowledged (the core's bootstrap barrier follows,
-             * during which nobody makes progress to send ours again). */
-            if (!c || !c->ready || c->dead || c->acked_end < c->queued_end)
+            struct qlink *l = &t->links[r];
+            /* Up: its preamble is in and ours acknowledged (the core's bootstrap barrier
+             * follows, during which nobody makes progress to send ours again). */
+            if (!c || !c->ready || c->dead || c->acked_end < PRE_LEN || l->tx_acked < l->tx_end)
                 missing++;
         }
         if (failed >= 0) {
@@ -1601,9 +2056,11 @@ static int post(struct lite_transport *t, int peer, const struct lite_msg_hdr *h
     if (peer < 0 || peer >= t->world || peer == t->rank)
         return -EINVAL;
     unpark(t);
-    struct qconn *c = t->by_rank[peer];
-    if (t->failed[peer] || !c || c->dead)
-        return t->failed[peer] ? -LITE_ERR_PEER_LOST : -EINVAL;
+    struct qlink *l = &t->links[peer];
+    if (t->failed[peer] || l->state == LINK_FAILED)
+        return -LITE_ERR_PEER_LOST;
+    if (l->state == LINK_INIT)
+        return -EINVAL;
     struct lite_wire_hdr h = {.type = LITE_WIRE_MSG,
                               .channel = hdr->channel,
                               .flags = hdr->flags,
@@ -1611,13 +2068,14 @@ static int post(struct lite_transport *t, int peer, const struct lite_msg_hdr *h
                               .tag = hdr->tag,
                               .len = hdr->len};
     bool copy = inject || hdr->len <= COPY_MAX;
-    int rc = queue_frame(t, c, &h, payload, hdr->len, op, copy);
+    int rc = queue_frame(t, l, &h, payload, hdr->len, op, copy);
     if (rc)
         return rc;
     if (copy && !inject)
         t->up->send_done(t->core, op, 0);
-    if (!t->in_ng)
-        conn_write(t, c);
+    /* (a link that is down keeps it for the next connection) */
+    if (!t->in_ng && l->c && l->c->tx_go)
+        conn_write(t, l->c);
     return 0;
 }
 
@@ -1641,6 +2099,15 @@ static int quic_progress(struct lite_transport *t, int timeout_ms)
     return pass(t, timeout_ms);
 }
 
+static int quic_peer_stats(struct lite_transport *t, int peer, uint64_t *breaks, uint64_t *resumes)
+{
+    if (peer < 0 || peer >= t->world)
+        return -EINVAL;
+    *breaks = t->links[peer].breaks;
+    *resumes = t->links[peer].resumes;
+    return 0;
+}
+
 static const struct lite_tunable quic_tunables[] = {
     {"LITETX_QUIC_PORT_BASE", "any free port", "rank r binds UDP port base + r"},
     {"LITETX_QUIC_ADVERTISE_BASE", "the bound address",
@@ -1652,6 +2119,9 @@ static const struct lite_tunable quic_tunables[] = {
      "largest UDP payload sent (bytes, 1200 .. 65527)"},
     {"LITETX_QUIC_CC", "cubic", "congestion control: cubic, reno, bbr or bbr2"},
     {"LITETX_QUIC_WINDOW", "4194304", "flow-control window of a stream (bytes)"},
+    {"LITETX_TEST_BREAK_AT", "none",
+     "for tests: break a connection when this rank has received N bytes (N[,N...]; Nd: drop it "
+     "silently)"},
     {NULL, NULL, NULL},
 };
 
@@ -1669,4 +2139,5 @@ const struct lite_transport_ops lite_quic_ops = {
     .progress = quic_progress,
     .msg_inject = quic_msg_inject,
     .tunables = quic_tunables,
+    .peer_stats = quic_peer_stats,
 };

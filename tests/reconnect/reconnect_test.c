@@ -1,5 +1,5 @@
 /*
- * reconnect_test.c - connections broken on purpose while traffic flows (tcp backend).
+ * reconnect_test.c - connections broken on purpose while traffic flows (tcp and quic backends).
  *
  * Each rank sets LITETX_TEST_BREAK_AT before lite_init to a seeded list of byte counts (gaps
  * drawn from 1 .. gap): the backend shuts a connection down whenever this rank has received
@@ -11,13 +11,16 @@
  *
  *   reconnect_test WORKLOAD SEED GAP NBREAKS [ROUNDS]
  *   WORKLOAD: send | write | write_imm | read | paged | scatter | coll | mixed
- *   reconnect_test restart VICTIM   (LITETX_TCP_PORT set, 2 ranks): rank VICTIM exits without
- *     finalize and a new listener takes its address (a restarted process, which refuses what
- *     was meant for its predecessor); the survivor's pending ops must end -LITE_ERR_PEER_LOST
- *     within the reconnection budget, and nothing is resumed.
+ *   reconnect_test restart VICTIM   (LITETX_TCP_PORT or LITETX_QUIC_PORT_BASE set, 2 ranks):
+ *     rank VICTIM exits without finalize and a new listener takes its address (a restarted
+ *     process, which refuses what was meant for its predecessor; on quic it holds the UDP port
+ *     and answers nothing); the survivor's pending ops must end -LITE_ERR_PEER_LOST within the
+ *     reconnection budget (plus the idle timeout on quic), and nothing is resumed.
  *   reconnect_test lost ROUNDS BOUND_S   (2 ranks, behind tests/reconnect/tcp_proxy): the link is
  *     lost for good; every op ends within BOUND_S, failed ops place no wrong byte (see lost()).
  * RECONNECT_MIN_BREAKS=N: the workloads also check this rank saw at least N breaks.
+ * RECONNECT_DROP_EVERY=K (quic): every K-th break drops the connection silently instead of
+ *   closing it (the peer finds out by its idle timeout, or by the redial).
  */
 
 #include <errno.h>
@@ -68,12 +71,15 @@ static void set_breaks(int rank, uint64_t seed, uint64_t gap, int n)
 {
     if (n <= 0 || gap == 0)
         return;
-    char *buf = malloc((size_t)n * 24 + 1), *p = buf;
+    char *buf = malloc((size_t)n * 25 + 1), *p = buf;
     uint64_t at = 0;
+    const char *de = getenv("RECONNECT_DROP_EVERY");
+    int drop = de ? atoi(de) : 0;
     rng_state = seed * 0x9E3779B97F4A7C15ull + (uint64_t)rank + 1;
     for (int i = 0; i < n; i++) {
         at += 1 + rnd() % gap;
-        p += sprintf(p, "%s%llu", i ? "," : "", (unsigned long long)at);
+        p += sprintf(p, "%s%llu%s", i ? "," : "", (unsigned long long)at,
+                     drop > 0 && i % drop == drop - 1 ? "d" : "");
     }
     setenv("LITETX_TEST_BREAK_AT", buf, 1);
     free(buf);
@@ -305,17 +311,19 @@ static void wl_coll(lite_ctx_t *ctx, int rank, int world, int rounds)
  * listening, as when a new process binds it at once), every other descriptor of the victim is
  * closed; it accepts, reads what comes and closes each connection, as a new incarnation refuses
  * a resume meant for its predecessor. */
-static void stand_in(int port, double secs, pid_t victim)
+static void stand_in(int port, double secs, pid_t victim, bool udp)
 {
     int lfd = -1;
     for (int fd = 3; fd < 1024; fd++) {
         struct sockaddr_in a;
         socklen_t al = sizeof(a);
-        int acc = 0;
-        socklen_t ol = sizeof(acc);
+        int acc = 0, type = 0;
+        socklen_t ol = sizeof(acc), tl = sizeof(type);
         if (lfd < 0 && getsockname(fd, (struct sockaddr *)&a, &al) == 0 &&
             a.sin_family == AF_INET && ntohs(a.sin_port) == port &&
-            getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &ol) == 0 && acc) {
+            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 &&
+            (udp ? type == SOCK_DGRAM
+                 : getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &ol) == 0 && acc)) {
             lfd = fd;
             continue;
         }
@@ -324,6 +332,13 @@ static void stand_in(int port, double secs, pid_t victim)
     for (int i = 0; i < 10000 && getppid() == victim; i++)
         usleep(1000);
     double end = now_s() + secs;
+    /* quic: the port stays bound (no ICMP "port unreachable"), nothing is answered */
+    while (udp && lfd >= 0 && now_s() < end) {
+        char buf[65536];
+        struct pollfd p = {.fd = lfd, .events = POLLIN};
+        if (poll(&p, 1, 100) > 0)
+            (void)!recv(lfd, buf, sizeof(buf), MSG_DONTWAIT);
+    }
     while (lfd >= 0 && now_s() < end) {
         struct pollfd p = {.fd = lfd, .events = POLLIN};
         if (poll(&p, 1, 100) <= 0)
@@ -342,9 +357,13 @@ static void stand_in(int port, double secs, pid_t victim)
 
 static void restart(lite_ctx_t *ctx, int rank, int victim)
 {
-    const char *pb = getenv("LITETX_TCP_PORT"), *bud = getenv("LITETX_RECONNECT_TIMEOUT_MS");
-    CHECK(pb && bud, "needs LITETX_TCP_PORT and LITETX_RECONNECT_TIMEOUT_MS");
-    double budget = atoi(bud) / 1000.0;
+    bool udp = !strcmp(mp_transport(), "quic");
+    const char *pb = getenv(udp ? "LITETX_QUIC_PORT_BASE" : "LITETX_TCP_PORT"),
+               *bud = getenv("LITETX_RECONNECT_TIMEOUT_MS"), *idle = getenv("LITETX_QUIC_IDLE_MS");
+    CHECK(pb && bud, "needs the port base and LITETX_RECONNECT_TIMEOUT_MS");
+    CHECK(!udp || idle, "needs LITETX_QUIC_IDLE_MS on quic");
+    /* quic notices the break by its idle timeout (the stand-in answers nothing) */
+    double budget = atoi(bud) / 1000.0 + (udp ? atoi(idle) / 1000.0 : 0);
     int other = 1 - rank;
     static uint8_t big[1 << 20], small[64];
     lite_request_t *r1, *r2;
@@ -352,7 +371,7 @@ static void restart(lite_ctx_t *ctx, int rank, int victim)
     if (rank == victim) {
         pid_t me = getpid();
         if (fork() == 0)
-            stand_in(atoi(pb) + victim, budget + 1.5, me);
+            stand_in(atoi(pb) + victim, budget + 1.5, me, udp);
         /* ops of the survivor's still pending here: gone with the process */
         _exit(0);
     }
@@ -362,7 +381,7 @@ static void restart(lite_ctx_t *ctx, int rank, int victim)
     /* Notice the break; the redials and probes then meet a live listener that is not the old
      * process. */
     lite_peer_stats_t st = {.struct_size = sizeof(st)};
-    for (int i = 0; i < 5000 && st.breaks == 0; i++) {
+    for (int i = 0; i < 10000 && st.breaks == 0; i++) {
         CHECK_RC(ctx, lite_progress(ctx));
         CHECK_RC(ctx, lite_peer_query(ctx, other, &st));
         usleep(1000);
@@ -485,8 +504,8 @@ int main(int argc, char **argv)
         lost(ctx, lite_rank(ctx), atoi(argv[2]), atof(argv[3]));
     }
     if (argc == 3 && !strcmp(argv[1], "restart")) {
-        if (strcmp(mp_transport(), "tcp") != 0)
-            mp_skip("reconnection is a tcp backend feature");
+        if (strcmp(mp_transport(), "tcp") != 0 && strcmp(mp_transport(), "quic") != 0)
+            mp_skip("reconnection is a tcp and quic backend feature");
         lite_ctx_t *ctx = mp_init();
         restart(ctx, lite_rank(ctx), atoi(argv[2]));
     }
@@ -499,8 +518,8 @@ int main(int argc, char **argv)
     int nbreaks = atoi(argv[4]), rounds = argc > 5 ? atoi(argv[5]) : 40;
     const char *r = getenv("LITETX_RANK");
     int rank = r ? atoi(r) : 0;
-    if (strcmp(mp_transport(), "tcp") != 0)
-        mp_skip("reconnection is a tcp backend feature");
+    if (strcmp(mp_transport(), "tcp") != 0 && strcmp(mp_transport(), "quic") != 0)
+        mp_skip("reconnection is a tcp and quic backend feature");
     set_breaks(rank, seed, gap, nbreaks);
     double t0 = now_s();
     lite_ctx_t *ctx = mp_init();

@@ -818,9 +818,12 @@ static int preamble_rx(struct qconn *c, char *why, size_t why_len)
     struct lite_transport *t = c->t;
     struct lite_wire_hdr h, a;
     const char *bad = NULL;
-    if (lite_wire_decode(c->rpre, QUIC_FRAME_MAX, &h, &bad) < 0 || h.type != LITE_WIRE_HELLO ||
-        h.len) {
-        lite_fmt(why, why_len, "its first frame is no HELLO (%s)", bad ? bad : "another type");
+    if (lite_wire_decode(c->rpre, QUIC_FRAME_MAX, &h, &bad) < 0) {
+        lite_fmt(why, why_len, "it sent a bad frame (%s)", bad ? bad : "?");
+        return -LITE_ERR_PROTOCOL;
+    }
+    if (h.type != LITE_WIRE_HELLO || h.len) {
+        lite_fmt(why, why_len, "it sent a frame before its HELLO");
         return -LITE_ERR_PROTOCOL;
     }
     bool ca = t->sec && t->sec->mode == LITE_SEC_CA;

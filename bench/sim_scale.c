@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 
 #include "ctx.h"
+#include "registry.h"
 
 #define SMALL (4096 / 8)
 #define BIG   (256 * 1024 / 8)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "lite_int.h"
+#include "registry.h"
 #include "tunables.h"
 
 static const struct {

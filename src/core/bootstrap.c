@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bootstrap.h"
 #include "lite_int.h"
 #include "tls.h"
 

@@ -41,9 +41,8 @@ enum lite_coll_kind {
 };
 
 /* enum lite_coll_algo (LITE_COLL_ALGO_AUTO, _DIRECT, _RSAG, _PIPE) is public: litetx.h. */
-#define LITE_COLL_ALGO_COUNT 4
 
-/* struct lite_coll_cfg and its parser lite_coll_cfg_parse: lite_int.h. */
+/* struct lite_coll_cfg, its parser lite_coll_cfg_parse and LITE_COLL_ALGO_COUNT: coll_cfg.h. */
 
 /* What a collective does: the algorithm and the pipeline chunk in elements (>= 1). */
 struct lite_coll_plan {
@@ -77,7 +76,6 @@ size_t lite_coll_auto_chunk(int world);
 void lite_coll_select(int kind, int world, size_t count, size_t esz,
                       const struct lite_coll_cfg *cfg, struct lite_coll_plan *out);
 
-const char *lite_coll_algo_name(int algo);
 const char *lite_coll_kind_name(int kind);
 const char *lite_coll_dtype_name(int dtype);
 const char *lite_coll_op_name(int op);

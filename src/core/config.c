@@ -29,6 +29,7 @@
 
 #include <json-c/json.h>
 
+#include "config.h"
 #include "lite_int.h"
 #include "security.h"
 

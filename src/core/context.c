@@ -9,8 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bootstrap.h"
 #include "ctx.h"
 #include "gpu_stage.h"
+#include "registry.h"
 #include "tunables.h"
 
 static _Thread_local char g_init_error[512];

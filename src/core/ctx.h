@@ -4,6 +4,7 @@
 #ifndef LITE_CTX_H
 #define LITE_CTX_H
 
+#include "config.h"
 #include "lite_int.h"
 
 enum lite_req_kind { LITE_REQ_SEND = 1, LITE_REQ_RECV = 2, LITE_REQ_RMA = 3, LITE_REQ_COLL = 4 };
@@ -149,7 +150,6 @@ struct lite_ctx {
     bool mr_closed; /* lite_finalize deregistered them all: peers' ops are refused */
     struct lite_imm_table imm;
     uint64_t rma_last_len; /* length of the last peer write placed here (lite_imm_wait's policy) */
-    uint64_t fins_sent;    /* rendezvous FINs sent: exactly one per large send (tests check it) */
     /* One-sided ops the core carries as control messages because the backend lacks them
      * (LITE_EMU_* bits, fixed at init: the hot paths branch on this, never look anything up). */
     uint8_t emu;
@@ -259,6 +259,7 @@ int lite_boot_check(const struct lite_ctx *ctx, const uint8_t *mine, void **blob
 
 /* Control message types (channel LITE_CHAN_CTRL, carried in lite_msg_hdr.flags). flow.c owns
  * 1..15, rma_emu.c 16..31. */
+enum { LITE_CTRL_CTS = 1, LITE_CTRL_FIN = 2, LITE_CTRL_CREDIT = 3, LITE_CTRL_RTR = 4 };
 #define LITE_CTRL_EMU_FIRST 16
 #define LITE_CTRL_EMU_LAST  20
 /* A control message to `peer` through an internal request (released when the backend is done

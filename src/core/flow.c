@@ -46,7 +46,6 @@
 
 #include "ctx.h"
 
-enum { CTRL_CTS = 1, CTRL_FIN = 2, CTRL_CREDIT = 3, CTRL_RTR = 4 };
 #define CTS_LEN (8 + 8 + 8 + LITE_RDESC_SIZE) /* sender id, receiver id, status, descriptor */
 #define RTR_LEN (8 + 8 + 8 + LITE_RDESC_SIZE) /* tag, receiver id, length, descriptor */
 #define FIN_LEN 24                            /* receiver id, status, bytes written */
@@ -130,8 +129,6 @@ static int send_ctrl(struct lite_ctx *ctx, int peer, uint8_t type, const void *p
     }
     if (rc && !op)
         lite_request_release(ctx, r);
-    if (!rc && type == CTRL_FIN)
-        ctx->fins_sent++;
     return rc;
 }
 
@@ -351,7 +348,7 @@ void lite_flow_freed(struct lite_ctx *ctx, int peer)
     p->credits_owed++;
     /* Return credit explicitly once half the window is owed and no message carried it. */
     if (p->credits_owed >= ctx->credits_max / 2 && !p->lost)
-        send_ctrl(ctx, peer, CTRL_CREDIT, NULL, 0, NULL);
+        send_ctrl(ctx, peer, LITE_CTRL_CREDIT, NULL, 0, NULL);
 }
 
 /* Refuse a rendezvous nobody will receive (its collective ended without it): the sender's send
@@ -376,7 +373,7 @@ void lite_flow_idle(struct lite_ctx *ctx)
         struct lite_peer *p = &ctx->peers[i];
         if (p->credits_owed && p->rx_outstanding >= ctx->credits_max && !p->lost &&
             i != ctx->s.rank)
-            send_ctrl(ctx, i, CTRL_CREDIT, NULL, 0, NULL);
+            send_ctrl(ctx, i, LITE_CTRL_CREDIT, NULL, 0, NULL);
     }
 }
 
@@ -427,7 +424,7 @@ void lite_flow_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_
             rc = -ENOMEM;
         }
         if (!rc)
-            rc = send_ctrl(ctx, r->peer, CTRL_CTS, payload, CTS_LEN, cts);
+            rc = send_ctrl(ctx, r->peer, LITE_CTRL_CTS, payload, CTS_LEN, cts);
         if (rc)
             lite_request_release(ctx, cts);
     }
@@ -483,7 +480,7 @@ static void start_write(struct lite_ctx *ctx, struct lite_request *r)
     lite_put64(rv->msg, rv->peer_id);
     lite_put64(rv->msg + 8, 0);
     lite_put64(rv->msg + 16, r->len);
-    rc = send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r);
+    rc = send_ctrl(ctx, r->peer, LITE_CTRL_FIN, rv->msg, FIN_LEN, r);
     if (rc) {
         /* No FIN completion will come: the write's (or this, if it came already) ends it. */
         if (!rv->status)
@@ -509,7 +506,7 @@ static void rtr_write(struct lite_ctx *ctx, struct lite_request *r, const struct
         lite_put64(rv->msg, rv->peer_id);
         lite_put64(rv->msg + 8, (uint64_t)(int64_t)-LITE_ERR_TRUNCATED);
         lite_put64(rv->msg + 16, 0);
-        rc = send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r);
+        rc = send_ctrl(ctx, r->peer, LITE_CTRL_FIN, rv->msg, FIN_LEN, r);
         if (rc)
             lite_request_finish(r, rc);
         return;
@@ -588,7 +585,7 @@ bool lite_flow_rtr_post(struct lite_ctx *ctx, struct lite_request *r)
     memcpy(rv->msg + 24, desc.bytes, LITE_RDESC_SIZE);
     r->rndv = rv;
     req->pending_ops = 1;
-    if (send_ctrl(ctx, r->peer, CTRL_RTR, rv->msg, RTR_LEN, req)) {
+    if (send_ctrl(ctx, r->peer, LITE_CTRL_RTR, rv->msg, RTR_LEN, req)) {
         lite_request_release(ctx, req);
         lite_flow_rtr_withdraw(ctx, r);
         return false;
@@ -646,14 +643,14 @@ static struct lite_request *take_announced(struct lite_peer *p, uint64_t id)
 int lite_flow_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr, void **dst)
 {
     struct lite_peer *p = &ctx->peers[peer];
-    size_t want = hdr->flags == CTRL_CTS   ? CTS_LEN
-                  : hdr->flags == CTRL_FIN ? FIN_LEN
-                  : hdr->flags == CTRL_RTR ? RTR_LEN
-                                           : 0;
+    size_t want = hdr->flags == LITE_CTRL_CTS   ? CTS_LEN
+                  : hdr->flags == LITE_CTRL_FIN ? FIN_LEN
+                  : hdr->flags == LITE_CTRL_RTR ? RTR_LEN
+                                                : 0;
     /* Emulated one-sided messages only where this context emulates (the peer runs the same
      * backend): a native backend's peer has no business sending them. */
     bool emu = hdr->flags >= LITE_CTRL_EMU_FIRST && hdr->flags <= LITE_CTRL_EMU_LAST && ctx->emu;
-    if (!emu && (hdr->flags < CTRL_CTS || hdr->flags > CTRL_RTR || hdr->len != want)) {
+    if (!emu && (hdr->flags < LITE_CTRL_CTS || hdr->flags > LITE_CTRL_RTR || hdr->len != want)) {
         lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d sent a malformed control message", peer);
         return -LITE_ERR_PROTOCOL;
     }
@@ -688,7 +685,7 @@ static void cancel_fin(struct lite_ctx *ctx, struct lite_request *r)
     lite_put64(rv->msg, rv->peer_id);
     lite_put64(rv->msg + 8, (uint64_t)(int64_t)-LITE_ERR_CANCELLED);
     lite_put64(rv->msg + 16, 0);
-    if (send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r))
+    if (send_ctrl(ctx, r->peer, LITE_CTRL_FIN, rv->msg, FIN_LEN, r))
         lite_request_release(ctx, r);
 }
 
@@ -712,9 +709,9 @@ int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
     if (p->rx_hdr.flags >= LITE_CTRL_EMU_FIRST)
         return lite_emu_ctrl_end(ctx, peer);
     switch (p->rx_hdr.flags) {
-    case CTRL_CREDIT:
+    case LITE_CTRL_CREDIT:
         break;
-    case CTRL_CTS: {
+    case LITE_CTRL_CTS: {
         struct lite_request *r = take_by_id(&p->rndv_send, lite_get64(m));
         if (!r || r->rndv->stage != ST_RTS) {
             lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d answered an unknown rendezvous", peer);
@@ -766,9 +763,9 @@ int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
             start_write(ctx, r);
         break;
     }
-    case CTRL_RTR:
+    case LITE_CTRL_RTR:
         return rtr_arrived(ctx, peer, m);
-    case CTRL_FIN: {
+    case LITE_CTRL_FIN: {
         uint64_t id = lite_get64(m), len = lite_get64(m + 16);
         int status = (int)(int64_t)lite_get64(m + 8);
         struct lite_request *r = take_by_id(&p->rndv_recv, id);
@@ -825,7 +822,7 @@ bool lite_flow_send_done(struct lite_ctx *ctx, struct lite_request *r, int statu
         lite_put64(rv->msg, rv->peer_id);
         lite_put64(rv->msg + 8, (uint64_t)(int64_t)status);
         lite_put64(rv->msg + 16, status ? 0 : r->len);
-        int rc = send_ctrl(ctx, r->peer, CTRL_FIN, rv->msg, FIN_LEN, r);
+        int rc = send_ctrl(ctx, r->peer, LITE_CTRL_FIN, rv->msg, FIN_LEN, r);
         if (rc)
             lite_request_finish(r, rc);
         return true;

@@ -1,5 +1,7 @@
 /*
- * lite_int.h - internal declarations shared by the core's modules. Not installed.
+ * lite_int.h - the core's base: the environment and machine helpers, wait loops and logging
+ * that every module uses (util.c, log.c, errors.c, wire.c, tag.c; the rest in tp_support.h).
+ * Not installed. Each module above declares what it offers in a header of its own.
  */
 #ifndef LITE_INT_H
 #define LITE_INT_H
@@ -114,118 +116,5 @@ void lite_log_set_level(int level);
  * own log at the most verbose level of the live contexts. */
 void lite_log_ctx_add(int level, int delta);
 int lite_log_get_level(void);
-
-/* ---- configuration (config.c) ---- */
-#define LITE_HOST_MAX 256
-#define LITE_NAME_MAX 32
-
-/* The collectives' configuration: LITETX_COLL_ALGO, LITETX_COLL_CHUNK and LITETX_COLL_CHECK as
- * read by lite_init, then whatever lite_coll_set gave the context. */
-struct lite_coll_cfg {
-    int algo;     /* enum lite_coll_algo; AUTO unless forced */
-    size_t chunk; /* pipeline chunk in bytes; 0 = chosen by size */
-    bool check;   /* exchange argument headers and refuse mismatches (default on) */
-};
-/* Parse the three variables' values (NULL or "" = default; coll_algo.c). -LITE_ERR_CONFIG with
- * err naming the variable and the accepted values when one is invalid. */
-int lite_coll_cfg_parse(const char *algo, const char *chunk, const char *check,
-                        struct lite_coll_cfg *out, char *err, size_t errlen);
-
-/* A fully resolved configuration: every field has a concrete value. */
-struct lite_settings {
-    int rank;
-    int world_size;
-    char root_host[LITE_HOST_MAX];
-    uint16_t root_port;
-    char transport[LITE_NAME_MAX]; /* "auto" or a name */
-    int log_level;
-    int init_timeout_ms;      /* >= 0 or LITE_TIMEOUT_INFINITE */
-    int op_timeout_ms;        /* >= 0 or LITE_TIMEOUT_INFINITE */
-    int credits;              /* eager slots granted to each peer */
-    int rndv_threshold;       /* bytes from which messages go by rendezvous */
-    bool rndv_default;        /* rndv_threshold set by nobody: the backend's preference applies */
-    struct lite_security sec; /* security.c: checked credentials (mode LITE_SEC_OFF: none) */
-    int reconnect_timeout_ms; /* resume a broken connection for this long; 0: a break is final */
-    /* The collectives': from the environment at init, then lite_coll_set's. */
-    struct lite_coll_cfg coll;
-};
-
-/* Environment lookup, injectable so tests need not touch the process environment. */
-typedef const char *(*lite_getenv_fn)(const char *name, void *arg);
-
-/*
- * Resolve cfg (NULL = all unset) with the precedence documented on lite_config_t. On failure
- * returns -LITE_ERR_CONFIG and writes a message naming the key and the source into err.
- */
-int lite_settings_resolve(const lite_config_t *cfg, lite_getenv_fn getenv_fn, void *getenv_arg,
-                          struct lite_settings *out, char *err, size_t errlen);
-
-/* Parse "host:port" or "[v6]:port"; -EINVAL on anything else. */
-int lite_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
-
-/* ---- transport registry (registry.c) ---- */
-/* The compiled-in transports, in auto-selection order (most capable first). */
-const struct lite_transport_ops *const *lite_registry(size_t *count);
-
-/*
- * Pick a transport from `table` by name ("auto" = the first whose probe succeeds). A named
- * transport that is absent or unusable is an error (-LITE_ERR_NO_TRANSPORT, reason in why),
- * never a silent fallback. When auto succeeds, why names the transports it passed over and
- * why ("" when none): the caller reports it once per job (lite_init: rank 0 at warn level).
- */
-int lite_transport_select(const struct lite_transport_ops *const *table, size_t count,
-                          const char *name, const struct lite_transport_ops **out, char *why,
-                          size_t why_len);
-
-/* lite_transport_select, among the transports that have every capability bit of `need`: a
- * named one without them is refused (-LITE_ERR_NO_TRANSPORT, saying which), "auto" skips them.
- * `need_why` says why they are needed ("security is ca"). */
-int lite_transport_select_caps(const struct lite_transport_ops *const *table, size_t count,
-                               const char *name, uint32_t need, const char *need_why,
-                               const struct lite_transport_ops **out, char *why, size_t why_len);
-
-/* Copy `ops` into `out`, filling NULL ops with -ENOSYS stubs (and checking size/ABI). */
-int lite_transport_fill(const struct lite_transport_ops *ops, struct lite_transport_ops *out);
-
-/* ---- bootstrap (bootstrap.c) ---- */
-struct lite_bootstrap;
-/* Rank 0 starts listening at the root address; the others connect to it, retrying until the
- * deadline. With world_size 1 nothing is opened. */
-int lite_bootstrap_connect(const struct lite_settings *s, int64_t deadline_ns,
-                           struct lite_bootstrap **out, char *why, size_t why_len);
-/* The numeric address of this host's interface toward the root (to publish to the others). */
-int lite_bootstrap_local_host(struct lite_bootstrap *b, char *host, size_t len);
-/* What each rank publishes in the bootstrap: the settings every rank must share (wire.c-style
- * header, context.c), then the transport's address blob. */
-#define LITE_BOOT_HDR_LEN  16
-#define LITE_BOOT_BLOB_MAX (LITE_TRANSPORT_ADDR_MAX + LITE_BOOT_HDR_LEN)
-/* Gather every rank's blob (at most LITE_BOOT_BLOB_MAX bytes) at the root and send the
- * table to all. On success blobs[r]/lens[r] hold rank r's blob (free with
- * lite_bootstrap_free_blobs). A rank that does not arrive in time gives every rank -ETIMEDOUT
- * with the missing ranks named in why. */
-int lite_bootstrap_allgather(struct lite_bootstrap *b, const void *blob, size_t len,
-                             int64_t deadline_ns, void ***blobs, size_t **lens, char *why,
-                             size_t why_len);
-/* A barrier over the bootstrap connections (ends init). */
-int lite_bootstrap_barrier(struct lite_bootstrap *b, int64_t deadline_ns, char *why,
-                           size_t why_len);
-void lite_bootstrap_close(struct lite_bootstrap *b);
-/* The decoders of the bootstrap's frames (bytes off the network; tests/fuzz/fuzz_bootstrap.c).
- * A frame starts with a 20-byte header: u32 magic | u32 type | u32 rank | u32 world | u32 len. */
-#define LITE_BOOT_FRAME_HDR 20
-struct lite_boot_frame {
-    uint32_t type, rank, world, len;
-};
-/* 0, or -LITE_ERR_PROTOCOL for a wrong magic, an unknown type or a payload over 16 MiB. */
-int lite_bootstrap_frame_decode(const uint8_t *h, struct lite_boot_frame *f);
-/* The root's check of a header a joining rank sent first: 0, or -LITE_ERR_PROTOCOL with why. */
-int lite_bootstrap_hello_check(const uint8_t *h, const char **bad);
-/* A TABLE payload of `len` bytes: per rank u32 length | bytes. blobs[r]/lens[r] for r < world
- * (malloc'd; on failure those set so far stay for the caller to free), or -LITE_ERR_PROTOCOL. */
-int lite_bootstrap_table_parse(const uint8_t *p, uint32_t len, int world, void **blobs,
-                               size_t *lens);
-/* The code an ABORT frame carries in its rank field (or, from an older root, in its reason). */
-int lite_bootstrap_abort_code(uint32_t code, const char *reason);
-void lite_bootstrap_free_blobs(void **blobs, size_t *lens, int n);
 
 #endif /* LITE_INT_H */

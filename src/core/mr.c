@@ -1,5 +1,6 @@
 /*
- * mr.c - memory registration: the region table, remote descriptors (pack, parse, exchange), and
+ * mr.c - memory registration: the region table, remote descriptors (pack, parse; their exchange
+ * is mr_exchange.c), and
  * the target-side check of every emulated one-sided op (key, bounds, rights) before a byte moves.
  *
  * Remote descriptor layout (LITE_RDESC_SIZE bytes, little-endian):
@@ -17,7 +18,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "coll.h"
 #include "ctx.h"
 #include "gpu.h"
 
@@ -266,20 +266,6 @@ int lite_rdesc_parse(struct lite_ctx *ctx, const lite_rdesc_t *d, int peer,
         m->valid = true;
     }
     return 0;
-}
-
-LITE_API int lite_mr_exchange(lite_ctx_t *ctx, const lite_mr_t *mr, lite_rdesc_t *descs,
-                              int timeout_ms)
-{
-    if (!ctx || !descs)
-        return -EINVAL;
-    lite_rdesc_t mine;
-    memset(&mine, 0, sizeof(mine));
-    if (mr)
-        pack(ctx, mr, &mine);
-    /* An allgather, so it takes its turn among the collectives in flight (a non-blocking one
-     * started before it keeps its place). */
-    return lite_allgather(ctx, &mine, descs, sizeof(mine), LITE_U8, timeout_ms);
 }
 
 /* ---- target side of emulated one-sided ops ---- */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "registry.h"
 #include "lite_int.h"
 
 /* Each backend exports one ops table; the table order is the "auto" preference order. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "registry.h"
 #include "lite_int.h"
 #include "tunables.h"
 

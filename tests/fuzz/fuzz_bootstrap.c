@@ -11,6 +11,7 @@
  * inside the payload one after the other; a header check that passes leaves each blob 16 bytes
  * shorter, the settings header gone; every code is one the callers know.
  */
+#include "bootstrap.h"
 #include "ctx.h"
 #include "fuzz_check.h"
 

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <limits.h>
 
+#include "config.h"
 #include "fuzz_check.h"
 #include "lite_int.h"
 #ifdef LITE_HAVE_EFA

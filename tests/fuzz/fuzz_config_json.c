@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "fuzz_check.h"
 #include "lite_int.h"
 

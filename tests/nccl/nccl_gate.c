@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "lite_int.h"
+#include "registry.h"
 
 int main(int argc, char **argv)
 {

@@ -17,6 +17,7 @@
 
 #include "gpu.h"
 #include "lite_int.h"
+#include "registry.h"
 #include "litetx/litetx.h"
 
 #define CHECK(cond, ...)                                                                           \

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lite_int.h"
+#include "registry.h"
 
 static int fail(const char *what)
 {

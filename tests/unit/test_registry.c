@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "lite_int.h"
+#include "registry.h"
 
 static int fake_probe_nodev(char *why, size_t len)
 {

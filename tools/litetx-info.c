@@ -6,13 +6,18 @@
  *   litetx-info --backends   each compiled-in backend in "auto" order: usable here or why not,
  *                            and its capabilities
  *   litetx-info --config     every LITETX_* variable: its value in this environment (or the
- *                            default), the part of the library that reads it, what it does;
- *                            LITETX_* variables no part knows are listed last
+ *                            default) and where it came from, the part of the library that
+ *                            reads it, its type and accepted values, what it does (an invalid
+ *                            value is flagged); LITETX_* variables no part knows are listed last
  *   litetx-info --names      the variable names only, one per line (for scripts)
+ *   litetx-info --table      name, owner, type, accepted values, default, doc: tab-separated,
+ *                            one variable per line (tests/tunables_check.sh checks
+ *                            docs/CONFIG.md's table of every variable against it)
  *   litetx-info --version
  *
  * Exit status: 0, or 2 for a usage error.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +52,12 @@ static void print_backends(void)
            "usable one without no_auto)\n");
     for (size_t i = 0; i < n; i++) {
         char why[256] = "";
-        int rc = tab[i]->probe ? tab[i]->probe(why, sizeof(why)) : 0;
+        int rc = 0;
+        if (tab[i]->probe) {
+            struct lite_tp_env *env = lite_tun_env_new(tab[i]->name);
+            rc = env ? tab[i]->probe(env, why, sizeof(why)) : -ENOMEM;
+            lite_tun_env_free(env);
+        }
         printf("%-6s %s%s%s\n", tab[i]->name, rc ? "not usable: " : "usable", rc ? why : "",
                rc && !why[0] ? "(no reason given)" : "");
         printf("       caps:");
@@ -60,25 +70,49 @@ static void print_backends(void)
     }
 }
 
+struct print_arg {
+    int mode; /* 0: for people, 1: names only, 2: the table (tab-separated) */
+};
+
 static int print_one(const char *owner, const struct lite_tunable *t, void *arg)
 {
+    const struct print_arg *a = arg;
     const char *v = getenv(t->name);
-    if (*(const int *)arg) {
+    if (v && !*v)
+        v = NULL; /* empty is unset */
+    char range[160];
+    lite_tunable_range(t, range, sizeof(range));
+    if (a->mode == 1) {
         printf("%s\n", t->name);
         return 0;
     }
-    printf("%-30s %-5s %s%s\n", t->name, owner, v ? v : t->def,
-           v ? "  (environment)" : "  (default)");
-    printf("%-36s %s\n", "", t->doc);
+    if (a->mode == 2) {
+        printf("%s\t%s\t%s\t%s\t%s\t%s\n", t->name, owner, lite_tunable_type_name(t->type), range,
+               t->def, t->doc);
+        return 0;
+    }
+    const char *source = "default";
+    char why[192] = "";
+    if (v) {
+        int64_t num;
+        source = lite_tunable_parse(t, v, &num, why, sizeof(why)) ? "environment, INVALID"
+                                                                  : "environment";
+    }
+    printf("%-30s %-5s %s  (%s)\n", t->name, owner, v ? v : t->def, source);
+    printf("%-36s %s %s: %s\n", "", lite_tunable_type_name(t->type), range, t->doc);
+    if (why[0])
+        printf("%-36s %s (lite_init fails)\n", "", why);
     return 0;
 }
 
-static void print_config(int names_only)
+static void print_config(int mode)
 {
-    if (!names_only)
-        printf("# LITETX_* variables: name, part that reads it, value (source), what it does\n");
-    lite_tunables_each(print_one, &names_only);
-    if (names_only)
+    if (mode == 0)
+        printf("# LITETX_* variables: name, part that reads it, value (source); type, accepted "
+               "values: what it does\n");
+    struct print_arg a = {.mode = mode};
+    lite_tunables_each(print_one, &a);
+    if (mode)
         return;
     /* Unknown ones here rather than through the log: this is the place a user looks. */
     for (char **e = environ; *e; e++) {
@@ -101,9 +135,11 @@ static void print_config(int names_only)
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "";
-    if (argc > 2 || (argc == 2 && strcmp(what, "--backends") && strcmp(what, "--config") &&
-                     strcmp(what, "--names") && strcmp(what, "--version"))) {
-        fprintf(stderr, "usage: litetx-info [--backends | --config | --names | --version]\n");
+    if (argc > 2 ||
+        (argc == 2 && strcmp(what, "--backends") && strcmp(what, "--config") &&
+         strcmp(what, "--names") && strcmp(what, "--table") && strcmp(what, "--version"))) {
+        fprintf(stderr,
+                "usage: litetx-info [--backends | --config | --names | --table | --version]\n");
         return 2;
     }
     if (!strcmp(what, "--version")) {
@@ -114,7 +150,7 @@ int main(int argc, char **argv)
         print_backends();
     if (!*what)
         printf("\n");
-    if (!*what || !strcmp(what, "--config") || !strcmp(what, "--names"))
-        print_config(!strcmp(what, "--names"));
+    if (!*what || !strcmp(what, "--config") || !strcmp(what, "--names") || !strcmp(what, "--table"))
+        print_config(!strcmp(what, "--names") ? 1 : !strcmp(what, "--table") ? 2 : 0);
     return 0;
 }

@@ -62,7 +62,7 @@
 extern "C" {
 #endif
 
-#define LITE_TRANSPORT_ABI_VERSION 2
+#define LITE_TRANSPORT_ABI_VERSION 3
 
 /* Capability bits a backend declares; the core branches on these, never on a backend's name. */
 enum lite_transport_cap {
@@ -286,13 +286,67 @@ struct lite_transport_params {
     /* lite_config_t.reconnect_timeout_ms: how long a backend that resumes broken connections
      * tries before the peer is lost (0: a break is final). */
     int reconnect_timeout_ms;
+    /* The resolved configuration (get, during open only) and the log sink. */
+    const struct lite_tp_env *env;
+};
+
+/* What a variable's value must look like; lite_init checks it (a value that does not fit fails
+ * it with -LITE_ERR_CONFIG naming the variable). An empty value counts as unset. */
+enum lite_tunable_type {
+    LITE_TUN_STRING = 0, /* any text: the owner checks what more it needs (lists, names) */
+    LITE_TUN_INT = 1,    /* a decimal integer (optional sign) in [lo, hi] */
+    LITE_TUN_SIZE = 2,   /* a count or byte size: decimal digits only, in [lo, hi] */
+    LITE_TUN_BOOL = 3,   /* 0 or 1 */
+    LITE_TUN_ENUM = 4,   /* one of the words of `values`; its index is the number */
+};
+
+/* Who reads a variable, and when. */
+enum lite_tunable_scope {
+    LITE_TUN_CONTEXT = 0, /* the core, once per context at lite_init */
+    LITE_TUN_BACKEND = 1, /* a backend, through lite_tp_env.get in probe and open */
+    LITE_TUN_PROCESS = 2, /* the core, once per process (the CUDA driver's name) */
 };
 
 /* One environment variable a backend or the core reads (docs/CONFIG.md lists them all). */
 struct lite_tunable {
-    const char *name; /* "LITETX_EFA_RAILS" */
-    const char *def;  /* the default, as a user reads it: "1", "auto", "min(64 KiB, rndv)" */
-    const char *doc;  /* one line: what it does and its valid values */
+    const char *name;   /* "LITETX_EFA_RAILS" */
+    const char *def;    /* the default, as a user reads it: "1", "auto", "min(64 KiB, rndv)" */
+    const char *doc;    /* one line: what it does; "for tests: ..." for test-only hooks */
+    int type;           /* enum lite_tunable_type */
+    int scope;          /* enum lite_tunable_scope */
+    int64_t lo, hi;     /* LITE_TUN_INT, LITE_TUN_SIZE: the accepted range */
+    const char *values; /* LITE_TUN_ENUM: the accepted words, '|'-separated ("all|lazy|auto") */
+};
+
+/* A variable's value as lite_init resolved and checked it. */
+struct lite_tun_val {
+    int64_t num;     /* INT, SIZE, BOOL: the value; ENUM: the index of the word in `values` */
+    const char *str; /* the text as set (every type); valid until open (or probe) returns */
+};
+
+/*
+ * What the core hands a backend besides the upcalls: the configuration it resolved and a log
+ * sink. In `probe` and in `open` (lite_transport_params.env).
+ *
+ * get: the value of `name`, one of the variables of this backend's `tunables` (or of the
+ * core's table), read from the environment and checked against its type and range once by
+ * lite_init. 1: set (*val filled); 0: unset, the backend applies its default (*val untouched);
+ * -LITE_ERR_CONFIG: set but invalid (in probe only: lite_init fails before open on such a
+ * value); -ENOENT: no such variable in those tables (a bug of the backend's table). Callable
+ * only during probe and open: a backend keeps what it needs (strings included).
+ *
+ * log: the sink of every line a backend logs (the LITE_ERROR .. LITE_DEBUG macros of
+ * src/support/tp_support.h route through it): the core prefixes, filters and writes it, at the
+ * level of the context that calls. log_level: the most verbose level the sink writes for the
+ * calling thread now (the macros test it before formatting). Both callable from any thread
+ * while the library is loaded; the backend never touches the core's log state itself.
+ */
+struct lite_tp_env {
+    size_t size;
+    int (*get)(const struct lite_tp_env *env, const char *name, struct lite_tun_val *val);
+    void (*log)(int level, const char *msg);
+    int (*log_level)(void);
+    void *core; /* the core's; for get */
 };
 
 struct lite_transport_ops {
@@ -301,8 +355,9 @@ struct lite_transport_ops {
     const char *name;     /* "tcp", "rdma", ... */
     uint32_t caps;        /* enum lite_transport_cap bits */
 
-    /* Is this backend usable on this host? 0, -ENODEV (with a reason in why[why_len]). */
-    int (*probe)(char *why, size_t why_len);
+    /* Is this backend usable on this host? 0, -ENODEV (with a reason in why[why_len]). env
+     * gives the backend's variables (a value that is invalid makes it unusable: say which). */
+    int (*probe)(const struct lite_tp_env *env, char *why, size_t why_len);
 
     int (*open)(const struct lite_transport_params *params, struct lite_transport **out);
     void (*close)(struct lite_transport *tp);
@@ -375,8 +430,10 @@ struct lite_transport_ops {
 
     /*
      * Optional. The LITETX_* variables this backend reads, ended by an entry whose name is NULL:
-     * `litetx-info --config` lists them, and lite_init warns about a LITETX_* variable that no
-     * compiled-in backend and not the core knows (with the closest known name).
+     * `litetx-info --config` lists them, lite_init checks the selected backend's against their
+     * type and range before open and hands them over through lite_tp_env.get (a backend never
+     * reads the environment itself), and it warns about a LITETX_* variable that no compiled-in
+     * backend and not the core knows (with the closest known name).
      */
     const struct lite_tunable *tunables;
 

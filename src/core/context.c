@@ -201,9 +201,19 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     lite_imm_setup(ctx);
     ctx->stage_chunk = lite_stage_chunk_env();
     /* A tuning variable that does not parse fails the start, as a bad key does (one policy for
-     * every LITETX_* variable); the backend's are checked once it has opened. */
+     * every LITETX_* variable); the backend's are checked before it opens. */
     if (lite_env_error()[0])
         return init_fail(ctx, -LITE_ERR_CONFIG, lite_env_error());
+    /* Every core variable against its type and range (tunables.c), the ones above included. */
+    struct lite_tp_env *env = lite_tun_env_new(NULL);
+    if (!env)
+        return init_fail(ctx, -ENOMEM, "out of memory");
+    if (lite_tun_env_error(env)) {
+        lite_fmt(why, sizeof(why), "%s", lite_tun_env_error(env));
+        lite_tun_env_free(env);
+        return init_fail(ctx, -LITE_ERR_CONFIG, why);
+    }
+    lite_tun_env_free(env);
     ctx->peers = calloc((size_t)ctx->s.world_size, sizeof(struct lite_peer));
     if (!ctx->peers)
         return init_fail(ctx, -ENOMEM, "out of memory");
@@ -254,11 +264,24 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
                   ? (ctx->ops.rndv_threshold_pref ? "the backend's preference" : "the default")
                   : "configured");
 
+    /* The chosen backend's variables, read and checked once, before anyone waits on this rank;
+     * the backend gets them from this snapshot (params.env), never from the environment. */
+    env = lite_tun_env_new(chosen->name);
+    if (!env)
+        return init_fail(ctx, -ENOMEM, "out of memory");
+    if (lite_tun_env_error(env)) {
+        lite_fmt(why, sizeof(why), "%s", lite_tun_env_error(env));
+        lite_tun_env_free(env);
+        return init_fail(ctx, -LITE_ERR_CONFIG, why);
+    }
+
     int64_t deadline = lite_deadline_ns(ctx->s.init_timeout_ms);
     struct lite_bootstrap *bs = NULL;
     rc = lite_bootstrap_connect(&ctx->s, deadline, &bs, why, sizeof(why));
-    if (rc)
+    if (rc) {
+        lite_tun_env_free(env);
         return init_fail(ctx, rc, why);
+    }
 
     char host[LITE_HOST_MAX];
     lite_bootstrap_local_host(bs, host, sizeof(host));
@@ -276,8 +299,10 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
         .security = &ctx->s.sec,
         .reconnect_timeout_ms = ctx->s.reconnect_timeout_ms,
         .op_timeout_ms = ctx->s.op_timeout_ms,
+        .env = env,
     };
     rc = ctx->ops.open(&params, &ctx->tp);
+    lite_tun_env_free(env); /* the backend kept what it needs */
     if (rc) {
         lite_bootstrap_close(bs);
         lite_fmt(why, sizeof(why), "transport %s failed to open: %s", ctx->ops.name,

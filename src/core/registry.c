@@ -8,6 +8,7 @@
 
 #include "registry.h"
 #include "lite_int.h"
+#include "tunables.h"
 
 /* Each backend exports one ops table; the table order is the "auto" preference order. */
 #ifdef LITE_HAVE_RDMA
@@ -64,7 +65,14 @@ static int probe_one(const struct lite_transport_ops *ops, char *why, size_t why
     if (!ops->probe)
         return 0;
     why[0] = '\0';
-    return ops->probe(why, why_len);
+    /* The backend's variables as the environment has them now (lite_init hands open its own
+     * snapshot, checked; an invalid value makes the probe say so). */
+    struct lite_tp_env *env = lite_tun_env_new(ops->name);
+    if (!env)
+        return -ENOMEM;
+    int rc = ops->probe(env, why, why_len);
+    lite_tun_env_free(env);
+    return rc;
 }
 
 int lite_transport_select(const struct lite_transport_ops *const *table, size_t count,
@@ -159,7 +167,7 @@ int lite_transport_select_caps(const struct lite_transport_ops *const *table, si
 
 /* ---- -ENOSYS defaults ---- */
 
-static int nosys_probe(char *why, size_t why_len)
+static int nosys_probe(const struct lite_tp_env *env, char *why, size_t why_len)
 {
     return 0;
 }

@@ -1,10 +1,15 @@
 /*
  * tunables.c - the table of the core's LITETX_* variables and the lookups over it and the
  * backends' tables: what litetx-info prints and what lite_init checks the environment against.
- * The variables are still parsed where they are used (config.c for lite_config_t's keys);
- * this table is what a user reads, and tests/tunables_check.sh keeps it, the sources and
- * docs/CONFIG.md in step.
+ * Each entry has a type and a range: lite_init checks the core's and the selected backend's
+ * against them once, and hands the backend its values through a snapshot (struct lite_tp_env,
+ * below). The keys of lite_config_t are also parsed by config.c (struct, environment, JSON).
+ * tests/tunables_check.sh keeps this table, the sources and docs/CONFIG.md in step.
  */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,44 +17,77 @@
 #include "lite_int.h"
 #include "tunables.h"
 
+/* Types and ranges as lite_init checks them (the keys of lite_config_t are also checked, with
+ * their own messages, by config.c, which runs first; STRING entries are checked there or where
+ * they are read). */
+#define C LITE_TUN_CONTEXT
+#define P LITE_TUN_PROCESS
 const struct lite_tunable lite_core_tunables[] = {
     /* lite_config_t keys (also JSON keys; docs/CONFIG.md, Keys) */
-    {"LITETX_RANK", "0", "this rank, 0 .. world_size - 1 (launchers' variables also work)"},
-    {"LITETX_WORLD_SIZE", "1", "number of ranks, 1 .. 65536"},
-    {"LITETX_ROOT", "127.0.0.1:29500", "host:port where rank 0 serves the bootstrap"},
-    {"LITETX_TRANSPORT", "auto", "auto or a backend name (litetx-info lists them)"},
-    {"LITETX_LOG_LEVEL", "warn", "error, warn, info, debug or 0 .. 3"},
-    {"LITETX_INIT_TIMEOUT_MS", "30000", "bound on lite_init's bootstrap and connects; -1: none"},
-    {"LITETX_OP_TIMEOUT_MS", "60000", "bound on every blocking wait; -1: none"},
-    {"LITETX_CONFIG", "none", "path of a JSON configuration file"},
-    {"LITETX_CREDITS", "64", "eager messages a peer may have outstanding here, 2 .. 65535"},
-    {"LITETX_RNDV_THRESHOLD", "65536", "messages this large or larger use rendezvous (bytes)"},
+    {"LITETX_RANK", "0", "this rank, 0 .. world_size - 1 (launchers' variables also work)",
+     LITE_TUN_INT, C, 0, 65535, NULL},
+    {"LITETX_WORLD_SIZE", "1", "number of ranks", LITE_TUN_INT, C, 1, 65536, NULL},
+    {"LITETX_ROOT", "127.0.0.1:29500", "host:port where rank 0 serves the bootstrap",
+     LITE_TUN_STRING, C, 0, 0, NULL},
+    {"LITETX_TRANSPORT", "auto", "auto or a backend name (litetx-info lists them)", LITE_TUN_STRING,
+     C, 0, 0, NULL},
+    {"LITETX_LOG_LEVEL", "warn", "error, warn, info, debug or 0 .. 3", LITE_TUN_STRING, C, 0, 0,
+     NULL},
+    {"LITETX_INIT_TIMEOUT_MS", "30000", "bound on lite_init's bootstrap and connects; -1: none",
+     LITE_TUN_INT, C, -1, INT_MAX, NULL},
+    {"LITETX_OP_TIMEOUT_MS", "60000", "bound on every blocking wait; -1: none", LITE_TUN_INT, C, -1,
+     INT_MAX, NULL},
+    {"LITETX_CONFIG", "none", "path of a JSON configuration file", LITE_TUN_STRING, C, 0, 0, NULL},
+    {"LITETX_CREDITS", "64", "eager messages a peer may have outstanding here", LITE_TUN_INT, C, 2,
+     65535, NULL},
+    {"LITETX_RNDV_THRESHOLD", "65536", "messages this large or larger use rendezvous (bytes)",
+     LITE_TUN_INT, C, 64, 1 << 30, NULL},
     {"LITETX_RECONNECT_TIMEOUT_MS", "10000",
-     "resume a broken connection for this long (ms); 0: a break is final"},
-    {"LITETX_SECURITY", "off", "off, ca (certificates) or psk (a pre-shared key)"},
-    {"LITETX_SECURITY_CERT", "none", "ca: this rank's certificate (PEM); {rank} is replaced"},
-    {"LITETX_SECURITY_KEY", "none", "ca: the certificate's private key (PEM)"},
-    {"LITETX_SECURITY_CA", "none", "ca: the CA certificate(s) every rank's must chain to"},
-    {"LITETX_SECURITY_PSK", "none", "psk: file with the job's key in hex (16 .. 64 bytes)"},
+     "resume a broken connection for this long (ms); 0: a break is final", LITE_TUN_INT, C, 0,
+     24 * 3600 * 1000, NULL},
+    {"LITETX_SECURITY", "off", "off, ca (certificates) or psk (a pre-shared key)", LITE_TUN_STRING,
+     C, 0, 0, NULL},
+    {"LITETX_SECURITY_CERT", "none", "ca: this rank's certificate (PEM); {rank} is replaced",
+     LITE_TUN_STRING, C, 0, 0, NULL},
+    {"LITETX_SECURITY_KEY", "none", "ca: the certificate's private key (PEM)", LITE_TUN_STRING, C,
+     0, 0, NULL},
+    {"LITETX_SECURITY_CA", "none", "ca: the CA certificate(s) every rank's must chain to",
+     LITE_TUN_STRING, C, 0, 0, NULL},
+    {"LITETX_SECURITY_PSK", "none", "psk: file with the job's key in hex (16 .. 64 bytes)",
+     LITE_TUN_STRING, C, 0, 0, NULL},
     /* tuning (environment only; docs/CONFIG.md, Tuning variables) */
-    {"LITETX_LOCAL_SIZE", "launcher's", "ranks on this host (litetx-run sets it)"},
-    {"LITETX_SPIN_US", "200 (2 ranks), 20", "how long a wait polls before sleeping (us)"},
-    {"LITETX_SPIN_PAUSE_NS", "0", "pause after an empty poll (ns of CPU pause hints)"},
-    {"LITETX_YIELD", "when crowded", "1: sched_yield after each poll of a wait; 0: never"},
-    {"LITETX_IMM_COUNTERS", "65536", "most distinct immediates with a non-zero count"},
-    {"LITETX_COLL_ALGO", "auto", "force a collective algorithm: auto, direct, rsag, pipe"},
-    {"LITETX_COLL_CHUNK", "by world size", "collective pipeline chunk per peer (k/m/g suffix)"},
-    {"LITETX_COLL_CHECK", "1", "1/0: verify collective arguments across ranks"},
-    {"LITETX_CUDA_DRIVER", "libcuda.so.1", "path of the CUDA driver library loaded at run time"},
+    {"LITETX_LOCAL_SIZE", "launcher's", "ranks on this host (litetx-run sets it)", LITE_TUN_STRING,
+     C, 0, 0, NULL},
+    {"LITETX_SPIN_US", "200 (2 ranks), 20", "how long a wait polls before sleeping (us)",
+     LITE_TUN_INT, C, 0, 10000000, NULL},
+    {"LITETX_SPIN_PAUSE_NS", "0", "pause after an empty poll (ns of CPU pause hints)", LITE_TUN_INT,
+     C, 0, 1000, NULL},
+    {"LITETX_YIELD", "when crowded", "1: sched_yield after each poll of a wait; 0: never",
+     LITE_TUN_BOOL, C, 0, 1, NULL},
+    {"LITETX_IMM_COUNTERS", "65536", "most distinct immediates with a non-zero count", LITE_TUN_INT,
+     C, 1, 1 << 24, NULL},
+    {"LITETX_COLL_ALGO", "auto", "force a collective algorithm: auto, direct, rsag, pipe",
+     LITE_TUN_STRING, C, 0, 0, NULL},
+    {"LITETX_COLL_CHUNK", "by world size", "collective pipeline chunk per peer (k/m/g suffix)",
+     LITE_TUN_STRING, C, 0, 0, NULL},
+    {"LITETX_COLL_CHECK", "1", "1/0 (on/off, true/false): verify collective arguments across ranks",
+     LITE_TUN_STRING, C, 0, 0, NULL},
+    {"LITETX_CUDA_DRIVER", "libcuda.so.1", "path of the CUDA driver library loaded at run time",
+     LITE_TUN_STRING, P, 0, 0, NULL},
     {"LITETX_GPU_STAGE_CHUNK", "4194304",
-     "bytes per staged segment of a device-buffer allreduce (same on every rank)"},
+     "bytes per staged segment of a device-buffer allreduce (same on every rank)", LITE_TUN_INT, C,
+     4096, 1 << 30, NULL},
     /* for tests only */
     {"LITETX_TEST_CORE_RMA", "0",
-     "tests only: 1 carries one-sided ops as core messages even if the backend has its own"},
+     "for tests: 1 carries one-sided ops as core messages even if the backend has its own",
+     LITE_TUN_BOOL, C, 0, 1, NULL},
     {"LITETX_TEST_SECURITY_ANY_RANK", "0",
-     "tests only: 1 lets a certificate name any rank (impersonation tests)"},
-    {NULL, NULL, NULL},
+     "for tests: 1 lets a certificate name any rank (impersonation tests; other values: 0)",
+     LITE_TUN_STRING, C, 0, 0, NULL},
+    {NULL, NULL, NULL, 0, 0, 0, 0, NULL},
 };
+#undef C
+#undef P
 
 int lite_tunables_each(int (*fn)(const char *owner, const struct lite_tunable *t, void *arg),
                        void *arg)
@@ -169,4 +207,210 @@ int lite_tunables_warn_unknown(char *const *envp, int rank)
         unknown++;
     }
     return unknown;
+}
+
+/* ---- typed values ---- */
+
+const char *lite_tunable_type_name(int type)
+{
+    static const char *const names[] = {"string", "int", "size", "bool", "enum"};
+    return type >= 0 && type <= LITE_TUN_ENUM ? names[type] : "?";
+}
+
+void lite_tunable_range(const struct lite_tunable *t, char *buf, size_t len)
+{
+    switch (t->type) {
+    case LITE_TUN_INT:
+    case LITE_TUN_SIZE:
+        lite_fmt(buf, len, "%lld..%lld", (long long)t->lo, (long long)t->hi);
+        break;
+    case LITE_TUN_BOOL:
+        lite_fmt(buf, len, "0|1");
+        break;
+    case LITE_TUN_ENUM:
+        lite_fmt(buf, len, "%s", t->values ? t->values : "");
+        break;
+    default:
+        lite_fmt(buf, len, "-");
+    }
+}
+
+/* The index of word v among t->values ("a|b|c"), or -1. */
+static int enum_index(const struct lite_tunable *t, const char *v)
+{
+    const char *p = t->values;
+    size_t vl = strlen(v);
+    for (int i = 0; p && *p; i++) {
+        const char *bar = strchr(p, '|');
+        size_t wl = bar ? (size_t)(bar - p) : strlen(p);
+        if (wl == vl && !strncmp(p, v, wl))
+            return i;
+        if (!bar)
+            break;
+        p = bar + 1;
+    }
+    return -1;
+}
+
+int lite_tunable_parse(const struct lite_tunable *t, const char *v, int64_t *num, char *why,
+                       size_t len)
+{
+    *num = 0;
+    switch (t->type) {
+    case LITE_TUN_INT:
+    case LITE_TUN_SIZE: {
+        /* strict decimal: no spaces, no hex, no trailing text; SIZE without a sign */
+        bool sign = t->type == LITE_TUN_INT && (v[0] == '-' || v[0] == '+');
+        bool digits = isdigit((unsigned char)v[sign ? 1 : 0]);
+        char *end;
+        errno = 0;
+        long long n = strtoll(v, &end, 10);
+        if (digits && *end == 0 && errno == 0 && n >= t->lo && n <= t->hi) {
+            *num = n;
+            return 0;
+        }
+        lite_fmt(why, len, "%s=\"%s\": must be an integer in %lld..%lld", t->name, v,
+                 (long long)t->lo, (long long)t->hi);
+        return -LITE_ERR_CONFIG;
+    }
+    case LITE_TUN_BOOL:
+        if ((v[0] == '0' || v[0] == '1') && v[1] == 0) {
+            *num = v[0] - '0';
+            return 0;
+        }
+        lite_fmt(why, len, "%s=\"%s\": must be 0 or 1", t->name, v);
+        return -LITE_ERR_CONFIG;
+    case LITE_TUN_ENUM: {
+        int i = enum_index(t, v);
+        if (i >= 0) {
+            *num = i;
+            return 0;
+        }
+        char list[160];
+        lite_fmt(list, sizeof(list), "%s", t->values ? t->values : "");
+        for (char *c = list; *c; c++)
+            if (*c == '|')
+                *c = ',';
+        lite_fmt(why, len, "%s=\"%s\": must be one of %s", t->name, v, list);
+        return -LITE_ERR_CONFIG;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* ---- the snapshot handed to a backend ---- */
+
+struct slot {
+    const struct lite_tunable *t;
+    char *raw; /* NULL: unset (or empty) */
+    int64_t num;
+    char err[192]; /* non-empty: invalid */
+};
+
+struct tun_env {
+    struct lite_tp_env env; /* first: the backend's handle is this */
+    const char *owner;      /* the backend whose variables these are, or NULL */
+    size_t n;
+    struct slot *slot;
+    const char *first_err;
+};
+
+static void sink_log(int level, const char *msg)
+{
+    lite_log(level, "%s", msg);
+}
+
+static int env_get(const struct lite_tp_env *env, const char *name, struct lite_tun_val *val)
+{
+    const struct tun_env *e = env ? env->core : NULL;
+    if (!e || !name)
+        return -ENOENT;
+    for (size_t i = 0; i < e->n; i++) {
+        const struct slot *s = &e->slot[i];
+        if (strcmp(s->t->name, name))
+            continue;
+        if (!s->raw)
+            return 0;
+        val->str = s->raw;
+        val->num = s->num;
+        if (s->err[0]) {
+            val->str = s->err; /* what is wrong, naming the variable */
+            return -LITE_ERR_CONFIG;
+        }
+        return 1;
+    }
+    LITE_ERROR("%s asked for %s, which is not in its table of variables",
+               e->owner ? e->owner : "core", name);
+    return -ENOENT;
+}
+
+struct fill_arg {
+    struct tun_env *e;
+    size_t cap;
+};
+
+static int count_one(const char *owner, const struct lite_tunable *t, void *arg)
+{
+    struct fill_arg *a = arg;
+    if (!strcmp(owner, "core") || (a->e->owner && !strcmp(owner, a->e->owner)))
+        a->cap++;
+    return 0;
+}
+
+static int fill_one(const char *owner, const struct lite_tunable *t, void *arg)
+{
+    struct fill_arg *a = arg;
+    struct tun_env *e = a->e;
+    if (strcmp(owner, "core") && !(e->owner && !strcmp(owner, e->owner)))
+        return 0;
+    struct slot *s = &e->slot[e->n++];
+    s->t = t;
+    const char *v = getenv(t->name);
+    if (!v || !*v)
+        return 0;
+    s->raw = strdup(v);
+    if (!s->raw)
+        return -ENOMEM;
+    if (lite_tunable_parse(t, v, &s->num, s->err, sizeof(s->err)) && !e->first_err)
+        e->first_err = s->err;
+    return 0;
+}
+
+struct lite_tp_env *lite_tun_env_new(const char *owner)
+{
+    struct tun_env *e = calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    e->owner = owner;
+    struct fill_arg a = {.e = e};
+    lite_tunables_each(count_one, &a);
+    e->slot = calloc(a.cap ? a.cap : 1, sizeof(*e->slot));
+    if (!e->slot || lite_tunables_each(fill_one, &a)) {
+        lite_tun_env_free(&e->env);
+        return NULL;
+    }
+    e->env.size = sizeof(e->env);
+    e->env.get = env_get;
+    e->env.log = sink_log;
+    e->env.log_level = lite_log_get_level;
+    e->env.core = e;
+    return &e->env;
+}
+
+const char *lite_tun_env_error(const struct lite_tp_env *env)
+{
+    const struct tun_env *e = env ? env->core : NULL;
+    return e ? e->first_err : NULL;
+}
+
+void lite_tun_env_free(struct lite_tp_env *env)
+{
+    struct tun_env *e = env ? (struct tun_env *)env : NULL;
+    if (!e)
+        return;
+    for (size_t i = 0; e->slot && i < e->n; i++)
+        free(e->slot[i].raw);
+    free(e->slot);
+    free(e);
 }

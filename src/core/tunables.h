@@ -28,4 +28,23 @@ const char *lite_tunable_closest(const char *name);
  * known, naming the closest known name; returns how many. `rank` goes in the message. */
 int lite_tunables_warn_unknown(char *const *envp, int rank);
 
+/* ---- types, ranges, and the values handed to backends ---- */
+
+/* "int", "size", "bool", "enum", "string". */
+const char *lite_tunable_type_name(int type);
+/* The accepted values as text: "1..8", "0|1", "all|lazy|auto", "-" (string). */
+void lite_tunable_range(const struct lite_tunable *t, char *buf, size_t len);
+/* Check value v (non-empty) of t: 0 with *num (INT, SIZE, BOOL; ENUM: the word's index; STRING:
+ * 0), or -LITE_ERR_CONFIG with a message naming the variable in why. */
+int lite_tunable_parse(const struct lite_tunable *t, const char *v, int64_t *num, char *why,
+                       size_t len);
+
+/* A snapshot of the environment for the core's variables and backend `owner`'s (NULL: the
+ * core's only), each checked against its type: what the core hands a backend (probe, open).
+ * NULL: no memory. `owner` must outlive it. */
+struct lite_tp_env *lite_tun_env_new(const char *owner);
+/* The message of the first invalid value in the snapshot (naming the variable), or NULL. */
+const char *lite_tun_env_error(const struct lite_tp_env *env);
+void lite_tun_env_free(struct lite_tp_env *env);
+
 #endif

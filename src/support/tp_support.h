@@ -1,8 +1,9 @@
 /*
  * tp_support.h - what a transport backend may use of the core besides include/litetx/transport.h:
- * little-endian field access, the clock and deadlines, the checked parse of a LITETX_* integer,
- * logging, the stream frame codec (tcp, quic) and socket helpers. A backend includes this and
- * transport.h, never the core's private lite_int.h. Not installed.
+ * little-endian field access, the clock and deadlines, the configuration the core resolved
+ * (lite_tp_env), logging through the core's sink, the stream frame codec (tcp, quic) and socket
+ * helpers. A backend includes this and transport.h, never the core's private lite_int.h. Not
+ * installed.
  */
 #ifndef LITE_TP_SUPPORT_H
 #define LITE_TP_SUPPORT_H
@@ -61,12 +62,15 @@ static inline uint64_t lite_get64(const uint8_t *p)
     return le64toh(v);
 }
 
-/* ---- time and environment (time.c, util.c) ---- */
+/* ---- time (util.c) ---- */
 int64_t lite_now_ns(void); /* CLOCK_MONOTONIC */
-/* A tuning variable of the environment: an integer in lo..hi, else dflt (unset or empty), or
- * dflt with the variable recorded as invalid (anything else: "12x", "0x1", out of range), which
- * makes lite_init fail naming it. */
+#ifndef LITE_IN_BACKEND
+/* The core's reader of its own tuning variables: an integer in lo..hi, else dflt (unset or
+ * empty), or dflt with the variable recorded as invalid (anything else: "12x", "0x1", out of
+ * range), which makes lite_init fail naming it. Backends get theirs from lite_tp_env instead
+ * (below): compiled with LITE_IN_BACKEND, they do not see this. */
 long lite_env_long(const char *name, long lo, long hi, long dflt);
+#endif
 /* Make room for `more` file descriptors beyond those open now: raises the soft RLIMIT_NOFILE
  * towards the hard one when needed. 0, or -EMFILE with the limit and the count needed in why. */
 int lite_fd_reserve(long more, char *why, size_t why_len);
@@ -75,14 +79,40 @@ int64_t lite_deadline_ns(int timeout_ms);
 /* Milliseconds left until deadline, clamped to [0, cap_ms]. */
 int lite_ms_left(int64_t deadline_ns, int cap_ms);
 
-/* ---- logging (log.c) ---- */
+/* ---- configuration: the values the core resolved (lite_tp_env.get, transport.h) ---- */
+/* The number of variable `name` (INT, SIZE, BOOL; an ENUM's index) when set, else dflt. For
+ * open, where lite_init has already refused an invalid value. */
+static inline int64_t lite_tp_num(const struct lite_tp_env *env, const char *name, int64_t dflt)
+{
+    struct lite_tun_val v;
+    return env && env->get && env->get(env, name, &v) == 1 ? v.num : dflt;
+}
+/* The text of variable `name` when set, else NULL; valid until open (or probe) returns. */
+static inline const char *lite_tp_str(const struct lite_tp_env *env, const char *name)
+{
+    struct lite_tun_val v;
+    return env && env->get && env->get(env, name, &v) == 1 ? v.str : NULL;
+}
+
+/* ---- logging ---- */
 /* Cold: logging is for what goes wrong (and debugging); hot paths are laid out without it. The
  * level is the calling thread's: the context's that runs the backend. */
+#ifdef LITE_IN_BACKEND
+/* A backend's lines go to the sink the core handed it (lite_tp_env.log; tp_log.c): a backend
+ * calls lite_tp_env_attach(env) at the start of probe and open. Before any attach (a unit test
+ * calling a backend's function directly) warnings and errors go to stderr. */
+void lite_tp_env_attach(const struct lite_tp_env *env);
+void lite_tp_log(int level, const char *fmt, ...) __attribute__((cold, format(printf, 2, 3)));
+#define LITE_LOG_FN lite_tp_log
+#else
+/* The core's own (log.c). */
 void lite_log(int level, const char *fmt, ...) __attribute__((cold, format(printf, 2, 3)));
-#define LITE_ERROR(...) lite_log(LITE_LOG_ERROR, __VA_ARGS__)
-#define LITE_WARN(...)  lite_log(LITE_LOG_WARN, __VA_ARGS__)
-#define LITE_INFO(...)  lite_log(LITE_LOG_INFO, __VA_ARGS__)
-#define LITE_DEBUG(...) lite_log(LITE_LOG_DEBUG, __VA_ARGS__)
+#define LITE_LOG_FN lite_log
+#endif
+#define LITE_ERROR(...) LITE_LOG_FN(LITE_LOG_ERROR, __VA_ARGS__)
+#define LITE_WARN(...)  LITE_LOG_FN(LITE_LOG_WARN, __VA_ARGS__)
+#define LITE_INFO(...)  LITE_LOG_FN(LITE_LOG_INFO, __VA_ARGS__)
+#define LITE_DEBUG(...) LITE_LOG_FN(LITE_LOG_DEBUG, __VA_ARGS__)
 
 /* ---- wire frames for stream transports (wire.c) ---- */
 #define LITE_WIRE_MAGIC   0x4c54u /* "LT" */

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "fuzz_check.h"
 #include "lite_int.h"
+#include "tunables.h"
 #ifdef LITE_HAVE_EFA
 #include "transports/efa/efa.h"
 #endif
@@ -89,7 +90,10 @@ static void check_efa(void)
     struct efa_cfg c;
     char why[256];
     memset(why, 0x7f, sizeof(why));
-    int rc = lite_efa_cfg_read(&c, NULL, why, sizeof(why));
+    struct lite_tp_env *env = lite_tun_env_new("efa");
+    FUZZ_CHECK(env != NULL);
+    int rc = lite_efa_cfg_read(&c, env, NULL, why, sizeof(why));
+    lite_tun_env_free(env);
     if (rc != 0) {
         FUZZ_CHECK(rc == -LITE_ERR_CONFIG);
         FUZZ_CHECK(memchr(why, 0, sizeof(why)) != NULL && why[0]);

@@ -55,6 +55,7 @@
 #include "ctx.h"
 #include "mp_common.h"
 #include "transports/efa/efa.h"
+#include "tunables.h"
 
 static double now_s(void)
 {
@@ -330,6 +331,16 @@ static lite_mr_t *pattern_region(lite_ctx_t *ctx, size_t len, unsigned mul, unsi
     return mr;
 }
 
+/* lite_efa_cfg_read over the environment as the core resolves it now (what lite_init hands the
+ * backend). */
+static int cfg_read_env(struct efa_cfg *cfg, char *why, size_t len)
+{
+    struct lite_tp_env *env = lite_tun_env_new("efa");
+    int rc = env ? lite_efa_cfg_read(cfg, env, NULL, why, len) : -ENOMEM;
+    lite_tun_env_free(env);
+    return rc;
+}
+
 /* Each value of `var` in bad[] is a config error whose message names `var`. */
 static void expect_config_errors(const char *var, const char *const *bad, size_t n)
 {
@@ -337,7 +348,7 @@ static void expect_config_errors(const char *var, const char *const *bad, size_t
         struct efa_cfg cfg;
         char why[256] = "";
         setenv(var, bad[i], 1);
-        int rc = lite_efa_cfg_read(&cfg, NULL, why, sizeof(why));
+        int rc = cfg_read_env(&cfg, why, sizeof(why));
         CHECK(rc == -LITE_ERR_CONFIG, "%s=%s gave %d, not a config error", var, bad[i], rc);
         CHECK(strstr(why, var), "the error does not name the setting: %s", why);
     }
@@ -360,7 +371,7 @@ static void imm_yield(void)
         struct efa_cfg cfg;
         char why[256] = "";
         setenv("LITETX_EFA_PROVIDER", defaults[i].prov, 1);
-        int rc = lite_efa_cfg_read(&cfg, NULL, why, sizeof(why));
+        int rc = cfg_read_env(&cfg, why, sizeof(why));
         CHECK(rc == 0, "provider %s: config refused (%d): %s", defaults[i].prov, rc, why);
         CHECK(cfg.imm_yield_ns == defaults[i].ns, "provider %s: yield %lld ns by default, not %lld",
               defaults[i].prov, (long long)cfg.imm_yield_ns, (long long)defaults[i].ns);
@@ -437,7 +448,7 @@ static void writer_copy(void)
             setenv("LITETX_EFA_WRITER_COPY", cases[i].value, 1);
         else
             unsetenv("LITETX_EFA_WRITER_COPY");
-        int rc = lite_efa_cfg_read(&cfg, NULL, why, sizeof(why));
+        int rc = cfg_read_env(&cfg, why, sizeof(why));
         CHECK(rc == 0, "provider %s: config refused (%d): %s", cases[i].prov, rc, why);
         CHECK(cfg.writer_copy == cases[i].on && cfg.rails == cases[i].rails,
               "provider %s, LITETX_EFA_WRITER_COPY=%s: writer copy %d with %u rails, not %d / %u",

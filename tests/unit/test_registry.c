@@ -15,13 +15,13 @@
 #include "lite_int.h"
 #include "registry.h"
 
-static int fake_probe_nodev(char *why, size_t len)
+static int fake_probe_nodev(const struct lite_tp_env *env, char *why, size_t len)
 {
     lite_fmt(why, len, "no device found");
     return -ENODEV;
 }
 
-static int fake_probe_ok(char *why, size_t len)
+static int fake_probe_ok(const struct lite_tp_env *env, char *why, size_t len)
 {
     return 0;
 }

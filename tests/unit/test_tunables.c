@@ -113,6 +113,118 @@ static void test_init_refuses_bad_tuning(void **state)
     assert_int_equal(init_with("LITETX_SPIN_US", "50"), 0);
 }
 
+/* The typed checks of the table (lite_tunable_parse): ranges, enums, booleans, strict digits. */
+static void test_typed_parse(void **state)
+{
+    const struct lite_tunable i = {"LITETX_X",       "0", "doc", LITE_TUN_INT,
+                                   LITE_TUN_CONTEXT, -1,  10,    NULL};
+    const struct lite_tunable z = {"LITETX_Z",       "0", "doc", LITE_TUN_SIZE,
+                                   LITE_TUN_BACKEND, 4,   8,     NULL};
+    const struct lite_tunable b = {"LITETX_B",       "0", "doc", LITE_TUN_BOOL,
+                                   LITE_TUN_BACKEND, 0,   1,     NULL};
+    const struct lite_tunable e = {"LITETX_E",       "a", "doc", LITE_TUN_ENUM,
+                                   LITE_TUN_BACKEND, 0,   0,     "auto|all|lazy"};
+    const struct lite_tunable s = {"LITETX_S",       "", "doc", LITE_TUN_STRING,
+                                   LITE_TUN_BACKEND, 0,  0,     NULL};
+    int64_t n = 99;
+    char why[192];
+    /* good values */
+    assert_int_equal(lite_tunable_parse(&i, "-1", &n, why, sizeof(why)), 0);
+    assert_int_equal(n, -1);
+    assert_int_equal(lite_tunable_parse(&i, "+10", &n, why, sizeof(why)), 0);
+    assert_int_equal(n, 10);
+    assert_int_equal(lite_tunable_parse(&z, "8", &n, why, sizeof(why)), 0);
+    assert_int_equal(n, 8);
+    assert_int_equal(lite_tunable_parse(&b, "1", &n, why, sizeof(why)), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(lite_tunable_parse(&e, "lazy", &n, why, sizeof(why)), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(lite_tunable_parse(&s, "any text", &n, why, sizeof(why)), 0);
+    /* out of range, not decimal, signed where only digits go */
+    const char *bad_int[] = {"11", "-2", "1x", " 1", "0x1", "1.5", "99999999999999999999"};
+    for (size_t k = 0; k < sizeof(bad_int) / sizeof(bad_int[0]); k++) {
+        assert_int_equal(lite_tunable_parse(&i, bad_int[k], &n, why, sizeof(why)),
+                         -LITE_ERR_CONFIG);
+        assert_non_null(strstr(why, "LITETX_X"));
+        assert_non_null(strstr(why, "-1..10"));
+    }
+    const char *bad_size[] = {"3", "9", "+5", "-5"};
+    for (size_t k = 0; k < sizeof(bad_size) / sizeof(bad_size[0]); k++)
+        assert_int_equal(lite_tunable_parse(&z, bad_size[k], &n, why, sizeof(why)),
+                         -LITE_ERR_CONFIG);
+    /* a bad enum word names the words; a bad bool says 0 or 1 */
+    const char *bad_enum[] = {"Lazy", "al", "auto|all", "ring"};
+    for (size_t k = 0; k < sizeof(bad_enum) / sizeof(bad_enum[0]); k++) {
+        assert_int_equal(lite_tunable_parse(&e, bad_enum[k], &n, why, sizeof(why)),
+                         -LITE_ERR_CONFIG);
+        assert_non_null(strstr(why, "must be one of auto,all,lazy"));
+    }
+    const char *bad_bool[] = {"2", "yes", "true", "01", "-1"};
+    for (size_t k = 0; k < sizeof(bad_bool) / sizeof(bad_bool[0]); k++) {
+        assert_int_equal(lite_tunable_parse(&b, bad_bool[k], &n, why, sizeof(why)),
+                         -LITE_ERR_CONFIG);
+        assert_non_null(strstr(why, "LITETX_B"));
+        assert_non_null(strstr(why, "must be 0 or 1"));
+    }
+}
+
+/* What the core hands a backend: the resolved values through lite_tp_env.get, unset as 0, an
+ * invalid one as -LITE_ERR_CONFIG with the message, a name outside the tables as -ENOENT. */
+static void test_backend_env(void **state)
+{
+    setenv("LITETX_TCP_CONNECT", "lazy", 1);
+    setenv("LITETX_TCP_BULK_MIN", "4096", 1);
+    unsetenv("LITETX_TCP_PORT");
+    struct lite_tp_env *env = lite_tun_env_new("tcp");
+    assert_non_null(env);
+    assert_null(lite_tun_env_error(env));
+    struct lite_tun_val v = {0};
+    assert_int_equal(env->get(env, "LITETX_TCP_CONNECT", &v), 1);
+    assert_int_equal(v.num, 2); /* the index of "lazy" in "auto|all|lazy" */
+    assert_string_equal(v.str, "lazy");
+    assert_int_equal(env->get(env, "LITETX_TCP_BULK_MIN", &v), 1);
+    assert_int_equal(v.num, 4096);
+    assert_int_equal(env->get(env, "LITETX_TCP_PORT", &v), 0);
+    assert_int_equal(env->get(env, "LITETX_CREDITS", &v) >= 0, 1);    /* the core's are there too */
+    assert_int_equal(env->get(env, "LITETX_EFA_RAILS", &v), -ENOENT); /* another backend's */
+    assert_int_equal(lite_tp_num(env, "LITETX_TCP_PORT", 7), 7);
+    assert_non_null(env->log);
+    assert_non_null(env->log_level);
+    /* read once: a later change of the environment is not seen by this snapshot */
+    setenv("LITETX_TCP_BULK_MIN", "1", 1);
+    assert_int_equal(lite_tp_num(env, "LITETX_TCP_BULK_MIN", 0), 4096);
+    lite_tun_env_free(env);
+
+    setenv("LITETX_TCP_CONNECT", "sometimes", 1);
+    env = lite_tun_env_new("tcp");
+    assert_non_null(env);
+    assert_non_null(lite_tun_env_error(env));
+    assert_non_null(strstr(lite_tun_env_error(env), "LITETX_TCP_CONNECT"));
+    assert_int_equal(env->get(env, "LITETX_TCP_CONNECT", &v), -LITE_ERR_CONFIG);
+    assert_non_null(strstr(v.str, "must be one of auto,all,lazy"));
+    lite_tun_env_free(env);
+    unsetenv("LITETX_TCP_CONNECT");
+    unsetenv("LITETX_TCP_BULK_MIN");
+}
+
+/* lite_init refuses an invalid value of the selected backend's variables before it opens,
+ * naming the variable (out of range, bad enum word, bad bool). */
+static void test_init_refuses_bad_backend_var(void **state)
+{
+    const char *cases[][2] = {{"LITETX_TCP_PORT", "70000"},
+                              {"LITETX_TCP_PORT", "80x"},
+                              {"LITETX_TCP_CONNECT", "sometimes"},
+                              {"LITETX_TCP_BULK_MIN", "-1"},
+                              {"LITETX_TEST_CORE_RMA", "yes"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(init_with(cases[i][0], cases[i][1]), -LITE_ERR_CONFIG);
+        assert_non_null(strstr(lite_init_error(), cases[i][0]));
+    }
+    /* another backend's bad value does not stop a tcp context (efa is not opened) */
+    assert_int_equal(init_with("LITETX_EFA_RAILS", "99"), 0);
+    assert_int_equal(init_with("LITETX_TCP_CONNECT", "lazy"), 0);
+}
+
 /* The collective options: read from the environment once by lite_init, then lite_coll_set's. */
 static void test_coll_opts(void **state)
 {
@@ -181,7 +293,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_find),         cmocka_unit_test(test_closest),
         cmocka_unit_test(test_warn_unknown), cmocka_unit_test(test_init_refuses_bad_tuning),
-        cmocka_unit_test(test_coll_opts),
+        cmocka_unit_test(test_coll_opts),    cmocka_unit_test(test_typed_parse),
+        cmocka_unit_test(test_backend_env),  cmocka_unit_test(test_init_refuses_bad_backend_var),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

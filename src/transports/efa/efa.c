@@ -25,10 +25,11 @@
 #define IDLE_SPIN_NS   200000   /* a waiting progress call polls this long before it sleeps, */
 #define POLL_SPIN_NS   20000000 /* or this long on CQs without a wait fd (see efa_open) */
 
-static int efa_probe(char *why, size_t why_len)
+static int efa_probe(const struct lite_tp_env *env, char *why, size_t why_len)
 {
+    lite_tp_env_attach(env);
     struct efa_cfg cfg;
-    int rc = lite_efa_cfg_read(&cfg, NULL, why, why_len);
+    int rc = lite_efa_cfg_read(&cfg, env, NULL, why, why_len);
     if (rc)
         return -ENODEV;
     struct fi_info *info = NULL;
@@ -215,6 +216,7 @@ static struct fi_info *rail_info(struct fi_info *list, uint32_t i)
 
 static int efa_open(const struct lite_transport_params *prm, struct lite_transport **out)
 {
+    lite_tp_env_attach(prm->env);
     struct lite_transport *t = calloc(1, sizeof(*t));
     if (!t)
         return -ENOMEM;
@@ -230,7 +232,7 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
         t->rail[i].wait_fd = -1;
     char why[384];
     struct fi_info *info = NULL;
-    int rc = lite_efa_cfg_read(&t->cfg, prm, why, sizeof(why));
+    int rc = lite_efa_cfg_read(&t->cfg, prm->env, prm, why, sizeof(why));
     if (!rc)
         rc = lite_efa_getinfo(&t->cfg, prm->bind_host, &info, why, sizeof(why));
     if (rc) {
@@ -266,7 +268,7 @@ static int efa_open(const struct lite_transport_params *prm, struct lite_transpo
         t->imm_mode = IMM_MSG;
     /* shm signals its peers through shared memory, not through the CQ's file descriptor. */
     t->pid_watch = !strcmp(prov, "shm");
-    if (t->pid_watch)
+    if (t->pid_watch && t->cfg.shm_clean)
         lite_efa_shm_clean("/dev/shm");
     t->use_wait = !t->cfg.no_wait_fd && !t->pid_watch;
     t->sock_probe = lite_efa_sockaddr_format(info->addr_format);

@@ -49,13 +49,15 @@ struct efa_cfg {
     bool dc_batch;        /* one acknowledgement for a run of writes (LITETX_EFA_DC_BATCH) */
     int64_t imm_yield_ns; /* CQs left unread this long after writes arrived (..._IMM_YIELD_NS) */
     bool writer_copy;     /* shm: the writer copies one stripe of a large write itself */
+    bool shm_clean;       /* shm: remove dead processes' regions at open (..._SHM_CLEAN) */
 };
 
 extern const struct lite_tunable lite_efa_tunables[]; /* efa_cfg.c */
-/* The backend's settings: its LITETX_EFA_* variables, and the core's credits and rendezvous
- * threshold from prm (NULL in probe: defaults). */
-int lite_efa_cfg_read(struct efa_cfg *cfg, const struct lite_transport_params *prm, char *why,
-                      size_t why_len);
+/* The backend's settings: its LITETX_EFA_* variables from env (what the core resolved: probe's
+ * or open's; NULL: every default), and the core's credits and rendezvous threshold from prm
+ * (NULL in probe: defaults). */
+int lite_efa_cfg_read(struct efa_cfg *cfg, const struct lite_tp_env *env,
+                      const struct lite_transport_params *prm, char *why, size_t why_len);
 /* The hints every lookup uses (caller frees with fi_freeinfo). */
 struct fi_info *lite_efa_hints(const struct efa_cfg *cfg, bool order_saw, bool want_hmem,
                                bool want_source);

@@ -4,7 +4,6 @@
  * remote CQ data, send-after-send order) and what it copes with (every mr_mode bit below, the
  * FI_CONTEXT/FI_CONTEXT2 modes).
  */
-#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -16,29 +15,27 @@
 #define DEFAULT_EAGER    (64 * 1024)
 #define DEFAULT_STRIPE   (256 * 1024)
 
-static int env_u64(const char *name, uint64_t def, uint64_t lo, uint64_t hi, uint64_t *out,
+/* A variable's value as the core resolved and checked it (type and range: the table below),
+ * else def. In probe an invalid value comes back as -LITE_ERR_CONFIG with the core's message. */
+static int env_u64(const struct lite_tp_env *env, const char *name, uint64_t def, uint64_t *out,
                    char *why, size_t why_len)
 {
-    const char *v = getenv(name);
+    struct lite_tun_val v;
     *out = def;
-    if (!v || !*v)
-        return 0;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    /* strtoull would take " 5", "+5" and "-5" (as a huge value): digits only. */
-    if (*end || !isdigit((unsigned char)v[0]) || errno == ERANGE || x < lo || x > hi) {
-        lite_fmt(why, why_len, "%s=\"%s\": must be an integer in [%llu, %llu]", name, v,
-                 (unsigned long long)lo, (unsigned long long)hi);
-        return -LITE_ERR_CONFIG;
+    int rc = env && env->get ? env->get(env, name, &v) : 0;
+    if (rc == -LITE_ERR_CONFIG) {
+        lite_fmt(why, why_len, "%s", v.str);
+        return rc;
     }
-    *out = x;
+    if (rc == 1)
+        *out = (uint64_t)v.num;
     return 0;
 }
 
-static int provider_from_env(struct efa_cfg *cfg, char *why, size_t why_len)
+static int provider_from_env(const struct lite_tp_env *env, struct efa_cfg *cfg, char *why,
+                             size_t why_len)
 {
-    const char *v = getenv("LITETX_EFA_PROVIDER");
+    const char *v = lite_tp_str(env, "LITETX_EFA_PROVIDER");
     if (!v || !*v)
         v = DEFAULT_PROVIDER;
     if (lite_efa_provider_name(v, cfg->provider, sizeof(cfg->provider)) != 0) {
@@ -48,32 +45,14 @@ static int provider_from_env(struct efa_cfg *cfg, char *why, size_t why_len)
     return 0;
 }
 
-/* LITETX_EFA_IMM: how the immediate travels. auto = the best the provider offers; cq64 / cq32 /
- * msg force a path (cq32 is for providers with 4 bytes of CQ data; forcing it tests it). */
-static int imm_from_env(struct efa_cfg *cfg, char *why, size_t why_len)
-{
-    static const char *const names[] = {"auto", "cq64", "cq32", "msg"};
-    const char *v = getenv("LITETX_EFA_IMM");
-    cfg->imm = 0;
-    if (!v || !*v)
-        return 0;
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(v, names[i])) {
-            cfg->imm = i;
-            return 0;
-        }
-    lite_fmt(why, why_len, "LITETX_EFA_IMM=\"%s\": must be auto, cq64, cq32 or msg", v);
-    return -LITE_ERR_CONFIG;
-}
-
-int lite_efa_cfg_read(struct efa_cfg *cfg, const struct lite_transport_params *prm, char *why,
-                      size_t why_len)
+int lite_efa_cfg_read(struct efa_cfg *cfg, const struct lite_tp_env *env,
+                      const struct lite_transport_params *prm, char *why, size_t why_len)
 {
     memset(cfg, 0, sizeof(*cfg));
-    int rc = provider_from_env(cfg, why, why_len);
+    int rc = provider_from_env(env, cfg, why, why_len);
     /* Zero so that a failed read (rc set) never leaves one read uninitialised below. */
     uint64_t rails = 0, eager = 0, credits = 0, rndv = DEFAULT_EAGER, stripe = 0, ka = 0, pto = 0,
-             poll = 0, hmem = 0, dcb = 0, yield = 0, wcopy = 0;
+             poll = 0, hmem = 0, dcb = 0, yield = 0, wcopy = 0, imm = 0, clean = 1;
     /* The core sends eagerly below its rendezvous threshold; buffers need not be larger. The
      * core resolved it and the credits (struct, JSON file, environment) and hands them in; a
      * probe, which has no params, sizes nothing and takes the defaults. */
@@ -87,10 +66,9 @@ int lite_efa_cfg_read(struct efa_cfg *cfg, const struct lite_transport_params *p
      * target endpoint's lock while it copies. */
     const bool shm = strcmp(cfg->provider, "shm") == 0;
     if (!rc)
-        rc = env_u64("LITETX_EFA_WRITER_COPY", shm, 0, 1, &wcopy, why, why_len);
+        rc = env_u64(env, "LITETX_EFA_WRITER_COPY", shm, &wcopy, why, why_len);
     if (!rc)
-        rc = env_u64("LITETX_EFA_RAILS", shm && wcopy ? 2 : 1, 1, LITE_MAX_RAILS, &rails, why,
-                     why_len);
+        rc = env_u64(env, "LITETX_EFA_RAILS", shm && wcopy ? 2 : 1, &rails, why, why_len);
     /* Control messages travel in eager buffers too (a key confirmation's reply is 96 bytes with
      * 8 rails): below LITE_EFA_EAGER_MIN one could not be sent and its peer would wait for
      * ever. A small rendezvous threshold only lowers the default to that floor. */
@@ -98,40 +76,43 @@ int lite_efa_cfg_read(struct efa_cfg *cfg, const struct lite_transport_params *p
     if (eager_def < LITE_EFA_EAGER_MIN)
         eager_def = LITE_EFA_EAGER_MIN;
     if (!rc)
-        rc = env_u64("LITETX_EFA_EAGER_MAX", eager_def, LITE_EFA_EAGER_MIN, 1u << 20, &eager, why,
-                     why_len);
+        rc = env_u64(env, "LITETX_EFA_EAGER_MAX", eager_def, &eager, why, why_len);
     if (!rc)
-        rc = env_u64("LITETX_EFA_STRIPE_MIN", DEFAULT_STRIPE, 4096, 1ull << 40, &stripe, why,
-                     why_len);
+        rc = env_u64(env, "LITETX_EFA_STRIPE_MIN", DEFAULT_STRIPE, &stripe, why, why_len);
     if (!rc)
-        rc = env_u64("LITETX_EFA_KEEPALIVE_MS", 1000, 0, 3600000, &ka, why, why_len);
+        rc = env_u64(env, "LITETX_EFA_KEEPALIVE_MS", 1000, &ka, why, why_len);
     if (!rc)
-        rc = env_u64("LITETX_EFA_PEER_TIMEOUT_MS", 30000, 100, 86400000, &pto, why, why_len);
+        rc = env_u64(env, "LITETX_EFA_PEER_TIMEOUT_MS", 30000, &pto, why, why_len);
+    /* LITETX_EFA_IMM: how the immediate travels (the index of auto, cq64, cq32, msg: enum
+     * efa_imm_mode). auto = the best the provider offers; the others force a path (cq32 is for
+     * providers with 4 bytes of CQ data; forcing it tests it). */
     if (!rc)
-        rc = imm_from_env(cfg, why, why_len);
+        rc = env_u64(env, "LITETX_EFA_IMM", 0, &imm, why, why_len);
     if (!rc)
         /* Poll by default (CQs without wait objects: the fastest path of every provider; over
          * tcp;ofi_rxm a wait object puts the tcp provider in its epoll mode, ~1.4 us more per
          * message). An idle wait polls 20 ms before it naps (efa_open), which keeps large
          * transfers moving (docs/EFA.md, Progress). */
-        rc = env_u64("LITETX_EFA_POLL", 1, 0, 1, &poll, why, why_len);
+        rc = env_u64(env, "LITETX_EFA_POLL", 1, &poll, why, why_len);
     /* Device memory by default only where GPUs are the point (the efa provider): shm's FI_HMEM
      * variant gives up its fast host-memory paths (inject, CMA). */
     if (!rc)
-        rc = env_u64("LITETX_EFA_HMEM", strcmp(cfg->provider, "efa") == 0, 0, 1, &hmem, why,
-                     why_len);
+        rc =
+            env_u64(env, "LITETX_EFA_HMEM", strcmp(cfg->provider, "efa") == 0, &hmem, why, why_len);
     /* One acknowledgement for a run of writes: by default where a delivery-complete write costs
      * an acknowledgement message of its own (tcp: ~25 % of 64 KiB write bandwidth); shm above
      * 4 KiB completes a write after the target's copy whatever the flag (docs/EFA.md). */
     if (!rc)
-        rc = env_u64("LITETX_EFA_DC_BATCH", strcmp(cfg->provider, "tcp;ofi_rxm") == 0, 0, 1, &dcb,
+        rc = env_u64(env, "LITETX_EFA_DC_BATCH", strcmp(cfg->provider, "tcp;ofi_rxm") == 0, &dcb,
                      why, why_len);
     /* shm's target copies each write inside its progress, holding the lock the writer's next
      * post needs: a target that polls again at once takes the writes one per lock round trip.
      * Leaving its CQs alone a moment after writes arrived lets the writer queue several
      * (docs/EFA.md, Progress: 64 KiB writes went from ~0.87x of fabtests to ~0.96x). */
     if (!rc)
-        rc = env_u64("LITETX_EFA_IMM_YIELD_NS", shm ? 500 : 0, 0, 100000, &yield, why, why_len);
+        rc = env_u64(env, "LITETX_EFA_IMM_YIELD_NS", shm ? 500 : 0, &yield, why, why_len);
+    if (!rc)
+        rc = env_u64(env, "LITETX_EFA_SHM_CLEAN", 1, &clean, why, why_len);
     if (rc)
         return rc;
     cfg->rails = (uint32_t)rails;
@@ -145,6 +126,8 @@ int lite_efa_cfg_read(struct efa_cfg *cfg, const struct lite_transport_params *p
     cfg->dc_batch = dcb != 0;
     cfg->imm_yield_ns = (int64_t)yield;
     cfg->writer_copy = shm && wcopy != 0;
+    cfg->imm = (int)imm;
+    cfg->shm_clean = clean != 0;
     return 0;
 }
 
@@ -260,21 +243,35 @@ int lite_efa_getinfo(const struct efa_cfg *cfg, const char *bind_host, struct fi
 }
 
 /* The variables this backend reads (litetx-info --config; docs/CONFIG.md). */
+#define B LITE_TUN_BACKEND
 const struct lite_tunable lite_efa_tunables[] = {
-    {"LITETX_EFA_PROVIDER", "efa", "libfabric provider: efa, tcp, shm or any name"},
-    {"LITETX_EFA_RAILS", "1 (2 on shm)", "rails per process, 1 .. 8"},
+    {"LITETX_EFA_PROVIDER", "efa", "libfabric provider: efa, tcp, shm or any name", LITE_TUN_STRING,
+     B, 0, 0, NULL},
+    {"LITETX_EFA_RAILS", "1 (2 on shm)", "rails per process", LITE_TUN_SIZE, B, 1, LITE_MAX_RAILS,
+     NULL},
     {"LITETX_EFA_WRITER_COPY", "1 on shm",
-     "shm: the writer copies one of a large write's two stripes"},
-    {"LITETX_EFA_STRIPE_MIN", "262144", "an op of at least twice this is striped over the rails"},
-    {"LITETX_EFA_EAGER_MAX", "min(65536, rndv)", "largest payload sent inline, 256 .. 1048576"},
-    {"LITETX_EFA_IMM", "auto", "how the immediate travels: auto, cq64, cq32, msg"},
-    {"LITETX_EFA_DC_BATCH", "1 on tcp, else 0", "writes below 256 KiB share acknowledgements"},
+     "shm: the writer copies one of a large write's two stripes", LITE_TUN_BOOL, B, 0, 1, NULL},
+    {"LITETX_EFA_STRIPE_MIN", "262144", "an op of at least twice this is striped over the rails",
+     LITE_TUN_SIZE, B, 4096, 1ll << 40, NULL},
+    {"LITETX_EFA_EAGER_MAX", "min(65536, rndv)", "largest payload sent inline (bytes)",
+     LITE_TUN_SIZE, B, LITE_EFA_EAGER_MIN, 1 << 20, NULL},
+    /* the order of the words is enum efa_imm_mode's (0: auto) */
+    {"LITETX_EFA_IMM", "auto", "how the immediate travels", LITE_TUN_ENUM, B, 0, 0,
+     "auto|cq64|cq32|msg"},
+    {"LITETX_EFA_DC_BATCH", "1 on tcp, else 0", "writes below 256 KiB share acknowledgements",
+     LITE_TUN_BOOL, B, 0, 1, NULL},
     {"LITETX_EFA_IMM_YIELD_NS", "500 on shm, else 0",
-     "leave the CQs unread this long after immediates"},
-    {"LITETX_EFA_POLL", "1", "1: poll, then nap; 0: poll 200 us, then sleep on wait fds"},
-    {"LITETX_EFA_KEEPALIVE_MS", "1000", "liveness message after this much silence (0: off)"},
-    {"LITETX_EFA_PEER_TIMEOUT_MS", "30000", "posts refused this long with no liveness: peer lost"},
-    {"LITETX_EFA_HMEM", "1 on efa, else 0", "ask the provider for FI_HMEM"},
-    {"LITETX_EFA_SHM_CLEAN", "1", "0: do not remove dead processes' shm regions at open"},
-    {NULL, NULL, NULL},
+     "leave the CQs unread this long after immediates", LITE_TUN_SIZE, B, 0, 100000, NULL},
+    {"LITETX_EFA_POLL", "1", "1: poll, then nap; 0: poll 200 us, then sleep on wait fds",
+     LITE_TUN_BOOL, B, 0, 1, NULL},
+    {"LITETX_EFA_KEEPALIVE_MS", "1000", "liveness message after this much silence (0: off)",
+     LITE_TUN_SIZE, B, 0, 3600000, NULL},
+    {"LITETX_EFA_PEER_TIMEOUT_MS", "30000", "posts refused this long with no liveness: peer lost",
+     LITE_TUN_SIZE, B, 100, 86400000, NULL},
+    {"LITETX_EFA_HMEM", "1 on efa, else 0", "ask the provider for FI_HMEM", LITE_TUN_BOOL, B, 0, 1,
+     NULL},
+    {"LITETX_EFA_SHM_CLEAN", "1", "0: do not remove dead processes' shm regions at open",
+     LITE_TUN_BOOL, B, 0, 1, NULL},
+    {NULL, NULL, NULL, 0, 0, 0, 0, NULL},
 };
+#undef B

@@ -45,9 +45,6 @@ static pid_t region_pid(const char *name, uid_t uid)
 
 int lite_efa_shm_clean(const char *dir)
 {
-    const char *v = getenv("LITETX_EFA_SHM_CLEAN");
-    if (v && !strcmp(v, "0"))
-        return 0;
     DIR *d = opendir(dir);
     if (!d)
         return 0;

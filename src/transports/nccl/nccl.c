@@ -222,6 +222,7 @@ struct lite_transport {
     struct lite_core *core;
     const struct lite_core_upcalls *up;
     int log_level;
+    void (*log)(int level, const char *msg); /* the core's sink (lite_tp_env.log) */
     int op_timeout_ms;
     struct lite_transport *inner; /* the tcp instance */
     struct nc_peer *peers;
@@ -252,6 +253,12 @@ static void nc_log(const struct lite_transport *t, int level, const char *fmt, .
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
+    if (t && t->log) {
+        char msg[520];
+        snprintf(msg, sizeof(msg), "nccl: %s", line);
+        t->log(level, msg);
+        return;
+    }
     fprintf(stderr, "[litetx %s] nccl: %s\n", names[level < 0 ? 0 : level > 3 ? 3 : level], line);
 }
 
@@ -960,8 +967,9 @@ static const struct lite_core_upcalls g_inner_up = {
 
 /* ---- the ops ---- */
 
-static int nccl_probe(char *why, size_t why_len)
+static int nccl_probe(const struct lite_tp_env *env, char *why, size_t why_len)
 {
+    (void)env; /* no variables of its own */
     char w[300];
     if (lite_gpu_available(w, sizeof(w))) {
         snprintf(why, why_len, "no CUDA device (%s)", w);
@@ -980,7 +988,7 @@ static void nccl_close(struct lite_transport *t);
 static int nccl_open(const struct lite_transport_params *params, struct lite_transport **out)
 {
     char why[200];
-    int rc = nccl_probe(why, sizeof(why));
+    int rc = nccl_probe(params->env, why, sizeof(why));
     if (rc)
         return rc;
     struct lite_transport *t = calloc(1, sizeof(*t));
@@ -991,6 +999,7 @@ static int nccl_open(const struct lite_transport_params *params, struct lite_tra
     t->core = params->core;
     t->up = params->up;
     t->log_level = params->log_level;
+    t->log = params->env && params->env->log ? params->env->log : NULL;
     t->op_timeout_ms = params->size >= offsetof(struct lite_transport_params, op_timeout_ms) +
                                            sizeof(params->op_timeout_ms)
                            ? params->op_timeout_ms

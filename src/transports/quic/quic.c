@@ -1698,16 +1698,18 @@ static void unpark(struct lite_transport *t)
 
 /* ---- the ops ---- */
 
-static int quic_probe(char *why, size_t why_len)
+static int quic_probe(const struct lite_tp_env *env, char *why, size_t why_len)
 {
+    lite_tp_env_attach(env);
     (void)why;
     (void)why_len;
     return 0;
 }
 
-static int bind_socket(struct lite_transport *t, const char *host, char *why, size_t why_len)
+static int bind_socket(struct lite_transport *t, const struct lite_tp_env *env, const char *host,
+                       char *why, size_t why_len)
 {
-    long base = lite_env_long("LITETX_QUIC_PORT_BASE", 0, 65535, 0);
+    long base = (long)lite_tp_num(env, "LITETX_QUIC_PORT_BASE", 0);
     uint16_t port = base ? (uint16_t)(base + t->rank) : 0;
     if (base && base + t->rank > 65535) {
         lite_fmt(why, why_len, "LITETX_QUIC_PORT_BASE=%ld + rank %d is past port 65535", base,
@@ -1740,7 +1742,7 @@ static int bind_socket(struct lite_transport *t, const char *host, char *why, si
     else
         setsockopt(t->fd, SOL_IP, IP_RECVERR, &one, sizeof(one));
     /* GSO and GRO where the kernel has them (LITETX_QUIC_GSO=0 turns both off). */
-    long want = lite_env_long("LITETX_QUIC_GSO", 0, 1, 1);
+    long want = (long)lite_tp_num(env, "LITETX_QUIC_GSO", 1);
     int seg = 1200;
     t->gso = want && setsockopt(t->fd, SOL_UDP, UDP_SEGMENT, &seg, sizeof(seg)) == 0;
     if (t->gso) {
@@ -1774,7 +1776,7 @@ static int parse_link_env(struct lite_transport *t, const struct lite_transport_
     uint64_t seed;
     rand_bytes((uint8_t *)&seed, sizeof(seed));
     t->rng = (unsigned)(seed ^ (seed >> 32));
-    const char *v = getenv("LITETX_TEST_BREAK_AT");
+    const char *v = lite_tp_str(p->env, "LITETX_TEST_BREAK_AT");
     if (!v || !*v)
         return 0;
     for (const char *q = v; *q; q++)
@@ -1808,6 +1810,7 @@ static int parse_link_env(struct lite_transport *t, const struct lite_transport_
 
 static int quic_open(const struct lite_transport_params *p, struct lite_transport **out)
 {
+    lite_tp_env_attach(p->env);
     struct lite_transport *t = calloc(1, sizeof(*t));
     if (!t)
         return -ENOMEM;
@@ -1852,7 +1855,7 @@ static int quic_open(const struct lite_transport_params *p, struct lite_transpor
         quic_close(t);
         return rc;
     }
-    rc = bind_socket(t, p->bind_host, why, sizeof(why));
+    rc = bind_socket(t, p->env, p->bind_host, why, sizeof(why));
     if (!rc)
         rc = quic_tls_open(t->sec, t->rank, &t->tls, why, sizeof(why));
     if (rc) {
@@ -1863,7 +1866,7 @@ static int quic_open(const struct lite_transport_params *p, struct lite_transpor
     /* Largest datagram: the whole 64 KiB on loopback, an Ethernet frame's otherwise. */
     long dflt = is_loopback(&t->addr) ? (t->family == AF_INET6 ? 65527 : 65507)
                                       : (t->family == AF_INET6 ? 1432 : 1452);
-    t->max_payload = (size_t)lite_env_long("LITETX_QUIC_UDP_PAYLOAD", 1200, 65527, dflt);
+    t->max_payload = (size_t)lite_tp_num(p->env, "LITETX_QUIC_UDP_PAYLOAD", dflt);
     if (t->gro && t->max_payload >= 32768) {
         /* Full-size packets leave one per datagram: GRO has nothing to join, and without it a
          * poll reads with recvfrom (rx_drain), the cheaper call. */
@@ -1871,25 +1874,19 @@ static int quic_open(const struct lite_transport_params *p, struct lite_transpor
         if (setsockopt(t->fd, SOL_UDP, UDP_GRO, &zero, sizeof(zero)) == 0)
             t->gro = false;
     }
-    t->idle_ns =
-        (uint64_t)lite_env_long("LITETX_QUIC_IDLE_MS", 1000, 3600000, 30000) * NGTCP2_MILLISECONDS;
-    const char *cc = getenv("LITETX_QUIC_CC");
-    t->cc = NGTCP2_CC_ALGO_CUBIC;
-    if (cc && !strcmp(cc, "reno"))
-        t->cc = NGTCP2_CC_ALGO_RENO;
-    else if (cc && !strcmp(cc, "bbr"))
-        t->cc = NGTCP2_CC_ALGO_BBR;
-    else if (cc && !strcmp(cc, "bbr2"))
-        t->cc = NGTCP2_CC_ALGO_BBR2;
-    else if (cc && *cc && strcmp(cc, "cubic"))
-        LITE_WARN("LITETX_QUIC_CC=\"%s\" ignored: reno, cubic, bbr or bbr2; using cubic", cc);
-    t->win_stream = (uint64_t)lite_env_long("LITETX_QUIC_WINDOW", 65536, 1L << 30, 4L << 20);
+    t->idle_ns = (uint64_t)lite_tp_num(p->env, "LITETX_QUIC_IDLE_MS", 30000) * NGTCP2_MILLISECONDS;
+    /* LITETX_QUIC_CC: the index of its word in the table's "cubic|reno|bbr|bbr2" */
+    static const ngtcp2_cc_algo ccs[] = {NGTCP2_CC_ALGO_CUBIC, NGTCP2_CC_ALGO_RENO,
+                                         NGTCP2_CC_ALGO_BBR, NGTCP2_CC_ALGO_BBR2};
+    int64_t cc = lite_tp_num(p->env, "LITETX_QUIC_CC", 0);
+    t->cc = ccs[cc >= 0 && cc < 4 ? cc : 0];
+    t->win_stream = (uint64_t)lite_tp_num(p->env, "LITETX_QUIC_WINDOW", 4L << 20);
     t->win_conn = t->win_stream + t->win_stream / 2;
     rand_bytes((uint8_t *)&t->nonce, sizeof(t->nonce));
     /* Test and deployment knob: publish A + rank instead of the bound address (a relay there
      * forwards to this rank's port). */
     t->adv = t->addr;
-    long adv = lite_env_long("LITETX_QUIC_ADVERTISE_BASE", 0, 65535, 0);
+    long adv = (long)lite_tp_num(p->env, "LITETX_QUIC_ADVERTISE_BASE", 0);
     if (adv) {
         if (adv + t->rank > 65535) {
             LITE_ERROR("quic rank %d: LITETX_QUIC_ADVERTISE_BASE=%ld + rank is past port 65535",
@@ -2111,22 +2108,32 @@ static int quic_peer_stats(struct lite_transport *t, int peer, uint64_t *breaks,
     return 0;
 }
 
+#define B LITE_TUN_BACKEND
 static const struct lite_tunable quic_tunables[] = {
-    {"LITETX_QUIC_PORT_BASE", "any free port", "rank r binds UDP port base + r"},
+    {"LITETX_QUIC_PORT_BASE", "any free port", "rank r binds UDP port base + r; 0: any",
+     LITE_TUN_INT, B, 0, 65535, NULL},
     {"LITETX_QUIC_ADVERTISE_BASE", "the bound address",
-     "publish 127.0.0.1:(base + r) instead (a relay there forwards; tests)"},
-    {"LITETX_QUIC_GSO", "1", "0: no UDP GSO/GRO even where the kernel has them"},
+     "publish 127.0.0.1:(base + r) instead (a relay there forwards; tests); 0: off", LITE_TUN_INT,
+     B, 0, 65535, NULL},
+    {"LITETX_QUIC_GSO", "1", "0: no UDP GSO/GRO even where the kernel has them", LITE_TUN_BOOL, B,
+     0, 1, NULL},
     {"LITETX_QUIC_IDLE_MS", "30000",
-     "a peer silent this long is lost; also the longest gap between progress calls"},
+     "a peer silent this long is lost; also the longest gap between progress calls", LITE_TUN_SIZE,
+     B, 1000, 3600000, NULL},
     {"LITETX_QUIC_UDP_PAYLOAD", "65507 on loopback, 1452 otherwise",
-     "largest UDP payload sent (bytes, 1200 .. 65527)"},
-    {"LITETX_QUIC_CC", "cubic", "congestion control: cubic, reno, bbr or bbr2"},
-    {"LITETX_QUIC_WINDOW", "4194304", "flow-control window of a stream (bytes)"},
+     "largest UDP payload sent (bytes)", LITE_TUN_SIZE, B, 1200, 65527, NULL},
+    /* the order of the words is quic_open's ccs[] */
+    {"LITETX_QUIC_CC", "cubic", "congestion control", LITE_TUN_ENUM, B, 0, 0,
+     "cubic|reno|bbr|bbr2"},
+    {"LITETX_QUIC_WINDOW", "4194304", "flow-control window of a stream (bytes)", LITE_TUN_SIZE, B,
+     65536, 1 << 30, NULL},
     {"LITETX_TEST_BREAK_AT", "none",
      "for tests: break a connection when this rank has received N bytes (N[,N...]; Nd: drop it "
-     "silently)"},
-    {NULL, NULL, NULL},
+     "silently)",
+     LITE_TUN_STRING, B, 0, 0, NULL},
+    {NULL, NULL, NULL, 0, 0, 0, 0, NULL},
 };
+#undef B
 
 const struct lite_transport_ops lite_quic_ops = {
     .size = sizeof(struct lite_transport_ops),

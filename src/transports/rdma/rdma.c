@@ -18,10 +18,9 @@
 #define EP_DEV  1u
 #define EP_CONN 2u
 
-uint32_t lite_rdma_env_u32(const char *name, uint32_t def, uint32_t lo, uint32_t hi)
+uint32_t lite_rdma_env_u32(const struct lite_transport *t, const char *name, uint32_t def)
 {
-    /* A bad value is recorded, and lite_init fails naming it, as for every other variable. */
-    return (uint32_t)lite_env_long(name, lo, hi, def);
+    return (uint32_t)lite_tp_num(t->env, name, def);
 }
 
 void lite_rdma_later(struct lite_transport *t, void *op, int status)
@@ -299,12 +298,15 @@ static int rdma_open(const struct lite_transport_params *p, struct lite_transpor
     t->core = p->core;
     t->up = p->up;
     t->listen_fd = -1;
+    t->env = p->env;
+    lite_tp_env_attach(p->env);
+    t->port_base = (long)lite_tp_num(p->env, "LITETX_RDMA_PORT", 0);
     /* Receive windows follow the core's flow control (credits and eager size). */
     bool has_flow = p->size >= offsetof(struct lite_transport_params, rndv_threshold) +
                                    sizeof(p->rndv_threshold);
     t->credits = has_flow ? p->credits : 64;
     uint32_t rndv = has_flow ? (uint32_t)p->rndv_threshold : 65536;
-    t->tx_depth = lite_rdma_env_u32("LITETX_RDMA_TX_DEPTH", RDMA_TX_DEPTH, 4, 4096);
+    t->tx_depth = lite_rdma_env_u32(t, "LITETX_RDMA_TX_DEPTH", RDMA_TX_DEPTH);
     /* Each peer gets (receive depth + send depth) registered slots: 64 KiB slots are ~6 MiB
      * per peer, which a job of a few dozen ranks per host cannot pay (a 2 GiB VM holds 16
      * ranks). Past RDMA_SLOT_BUDGET in all, slots shrink (down to RDMA_MIN_SLOT); a message
@@ -317,15 +319,15 @@ static int rdma_open(const struct lite_transport_params *p, struct lite_transpor
         if (fit < slot)
             slot = fit > RDMA_MIN_SLOT ? (uint32_t)fit : RDMA_MIN_SLOT;
     }
-    t->slot_payload = lite_rdma_env_u32("LITETX_RDMA_SLOT", slot, 256, 16u << 20);
-    t->sq_depth = lite_rdma_env_u32("LITETX_RDMA_SQ_DEPTH", RDMA_SQ_DEPTH, 8, 16384);
-    t->imm_depth = lite_rdma_env_u32("LITETX_RDMA_IMM_DEPTH", RDMA_IMM_DEPTH, 4, 16384);
-    t->stripe_min = lite_rdma_env_u32("LITETX_RDMA_STRIPE_MIN", RDMA_STRIPE_MIN, 4096, 1u << 30);
-    t->rnr_retry = (int)lite_rdma_env_u32("LITETX_RDMA_RNR_RETRY", 0, 0, 7);
-    t->timeout = (uint8_t)lite_rdma_env_u32("LITETX_RDMA_TIMEOUT", 14, 1, 31);
-    t->reg_cache = lite_rdma_env_u32("LITETX_RDMA_REG_CACHE", 0, 0, 4096);
-    t->post_budget = lite_rdma_env_u32("LITETX_RDMA_POST_BUDGET", RDMA_POST_BUDGET, 4096, 1u << 30);
-    t->test_qp_error = lite_rdma_env_u32("LITETX_RDMA_TEST_QP_ERROR", 0, 0, UINT32_MAX);
+    t->slot_payload = lite_rdma_env_u32(t, "LITETX_RDMA_SLOT", slot);
+    t->sq_depth = lite_rdma_env_u32(t, "LITETX_RDMA_SQ_DEPTH", RDMA_SQ_DEPTH);
+    t->imm_depth = lite_rdma_env_u32(t, "LITETX_RDMA_IMM_DEPTH", RDMA_IMM_DEPTH);
+    t->stripe_min = lite_rdma_env_u32(t, "LITETX_RDMA_STRIPE_MIN", RDMA_STRIPE_MIN);
+    t->rnr_retry = (int)lite_rdma_env_u32(t, "LITETX_RDMA_RNR_RETRY", 0);
+    t->timeout = (uint8_t)lite_rdma_env_u32(t, "LITETX_RDMA_TIMEOUT", 14);
+    t->reg_cache = lite_rdma_env_u32(t, "LITETX_RDMA_REG_CACHE", 0);
+    t->post_budget = lite_rdma_env_u32(t, "LITETX_RDMA_POST_BUDGET", RDMA_POST_BUDGET);
+    t->test_qp_error = lite_rdma_env_u32(t, "LITETX_RDMA_TEST_QP_ERROR", 0);
     t->budget = t->post_budget;
     t->epfd = epoll_create1(EPOLL_CLOEXEC);
     t->conns = calloc((size_t)t->world, sizeof(*t->conns));
@@ -351,10 +353,11 @@ static int rdma_open(const struct lite_transport_params *p, struct lite_transpor
     }
     if (!rc)
         rc = lite_rdma_sc_listen(t, p->bind_host, why, sizeof(why));
-    if (!rc && lite_rdma_cm_wanted()) {
+    if (!rc && lite_rdma_cm_wanted(t)) {
         t->use_cm = true;
         rc = lite_rdma_cm_open(t, why, sizeof(why));
     }
+    t->env = NULL; /* valid during open only */
     if (rc) {
         LITE_ERROR("rdma rank %d: %s", t->rank, why[0] ? why : lite_strerror(rc));
         rdma_close(t);
@@ -494,24 +497,39 @@ static int rdma_mr_dereg(struct lite_transport *t, void *handle)
 #endif
 
 /* The variables this backend reads (litetx-info --config; docs/CONFIG.md). */
+#define B LITE_TUN_BACKEND
 static const struct lite_tunable rdma_tunables[] = {
-    {"LITETX_RDMA_DEVICES", "auto", "auto or dev[:port],... (a device may repeat)"},
-    {"LITETX_RDMA_GID_INDEX", "chosen", "GID index for every rail, or N,M,... per rail"},
-    {"LITETX_RDMA_PORT", "any free port", "side channel: rank r listens on this TCP port + r"},
-    {"LITETX_RDMA_SLOT", "min(rndv, 64 KiB)", "receive slot payload bytes (smaller past 9 ranks)"},
-    {"LITETX_RDMA_TX_DEPTH", "32", "SENDs in flight per peer"},
-    {"LITETX_RDMA_SQ_DEPTH", "128", "one-sided WRs in flight per peer and rail"},
-    {"LITETX_RDMA_IMM_DEPTH", "128", "immediates in flight per peer and rail"},
-    {"LITETX_RDMA_STRIPE_MIN", "262144", "smallest stripe per rail (bytes)"},
-    {"LITETX_RDMA_POST_BUDGET", "262144", "message bytes one progress call posts at most"},
-    {"LITETX_RDMA_REG_CACHE", "0", "temporary send-buffer registrations kept (0: off)"},
-    {"LITETX_RDMA_TIMEOUT", "14", "RC ACK timeout exponent (4.096 us x 2^n)"},
-    {"LITETX_RDMA_RNR_RETRY", "0", "RNR retries (0: an RNR NAK is an error)"},
-    {"LITETX_RDMA_CM", "0", "1: connect the queue pairs through librdmacm (rdma_cm)"},
+    {"LITETX_RDMA_DEVICES", "auto", "auto or dev[:port],... (a device may repeat)", LITE_TUN_STRING,
+     B, 0, 0, NULL},
+    {"LITETX_RDMA_GID_INDEX", "chosen", "GID index for every rail, or N,M,... per rail",
+     LITE_TUN_STRING, B, 0, 0, NULL},
+    {"LITETX_RDMA_PORT", "any free port", "side channel: rank r listens on this TCP port + r",
+     LITE_TUN_INT, B, 1, 65535, NULL},
+    {"LITETX_RDMA_SLOT", "min(rndv, 64 KiB)", "receive slot payload bytes (smaller past 9 ranks)",
+     LITE_TUN_SIZE, B, 256, 16 << 20, NULL},
+    {"LITETX_RDMA_TX_DEPTH", "32", "SENDs in flight per peer", LITE_TUN_SIZE, B, 4, 4096, NULL},
+    {"LITETX_RDMA_SQ_DEPTH", "128", "one-sided WRs in flight per peer and rail", LITE_TUN_SIZE, B,
+     8, 16384, NULL},
+    {"LITETX_RDMA_IMM_DEPTH", "128", "immediates in flight per peer and rail", LITE_TUN_SIZE, B, 4,
+     16384, NULL},
+    {"LITETX_RDMA_STRIPE_MIN", "262144", "smallest stripe per rail (bytes)", LITE_TUN_SIZE, B, 4096,
+     1 << 30, NULL},
+    {"LITETX_RDMA_POST_BUDGET", "262144", "message bytes one progress call posts at most",
+     LITE_TUN_SIZE, B, 4096, 1 << 30, NULL},
+    {"LITETX_RDMA_REG_CACHE", "0", "temporary send-buffer registrations kept (0: off)",
+     LITE_TUN_SIZE, B, 0, 4096, NULL},
+    {"LITETX_RDMA_TIMEOUT", "14", "RC ACK timeout exponent (4.096 us x 2^n)", LITE_TUN_SIZE, B, 1,
+     31, NULL},
+    {"LITETX_RDMA_RNR_RETRY", "0", "RNR retries (0: an RNR NAK is an error)", LITE_TUN_SIZE, B, 0,
+     7, NULL},
+    {"LITETX_RDMA_CM", "0", "1: connect the queue pairs through librdmacm (rdma_cm)", LITE_TUN_BOOL,
+     B, 0, 1, NULL},
     {"LITETX_RDMA_TEST_QP_ERROR", "0",
-     "for testing: force the message QP into the error state after N SENDs"},
-    {NULL, NULL, NULL},
+     "for tests: force the message QP into the error state after N SENDs", LITE_TUN_SIZE, B, 0,
+     UINT32_MAX, NULL},
+    {NULL, NULL, NULL, 0, 0, 0, 0, NULL},
 };
+#undef B
 
 const struct lite_transport_ops lite_rdma_ops = {
     .size = sizeof(struct lite_transport_ops),

@@ -91,9 +91,9 @@ static int gid_addr(const uint8_t gid[16], uint16_t port, struct sockaddr_storag
     return 0;
 }
 
-bool lite_rdma_cm_wanted(void)
+bool lite_rdma_cm_wanted(const struct lite_transport *t)
 {
-    return lite_env_long("LITETX_RDMA_CM", 0, 1, 0) == 1; /* 0 or 1; else lite_init fails */
+    return lite_tp_num(t->env, "LITETX_RDMA_CM", 0) == 1;
 }
 
 int lite_rdma_cm_open(struct lite_transport *t, char *why, size_t why_len)
@@ -129,9 +129,8 @@ int lite_rdma_cm_open(struct lite_transport *t, char *why, size_t why_len)
     /* One wildcard listener serves every rail: the private data names the QP, and the event's
      * device and port are checked against the rail's. */
     uint16_t port = 0;
-    const char *v = getenv("LITETX_RDMA_PORT");
-    if (v && *v)
-        port = (uint16_t)(atoi(v) + t->rank); /* validated by lite_rdma_sc_listen */
+    if (t->port_base)
+        port = (uint16_t)(t->port_base + t->rank); /* validated by lite_rdma_sc_listen */
     struct sockaddr_storage any;
     gid_addr(t->rails[0].gid, port, &any);
     if (any.ss_family == AF_INET)

@@ -7,9 +7,9 @@
 
 #include "transports/rdma/rdma_int.h"
 
-bool lite_rdma_cm_wanted(void)
+bool lite_rdma_cm_wanted(const struct lite_transport *t)
 {
-    return lite_env_long("LITETX_RDMA_CM", 0, 1, 0) == 1; /* 0 or 1; else lite_init fails */
+    return lite_tp_num(t->env, "LITETX_RDMA_CM", 0) == 1;
 }
 
 int lite_rdma_cm_open(struct lite_transport *t, char *why, size_t why_len)

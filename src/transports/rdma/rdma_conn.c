@@ -54,18 +54,14 @@ static void ep_get(const uint8_t *p, struct lite_rdma_ep *e)
 int lite_rdma_sc_listen(struct lite_transport *t, const char *bind_host, char *why, size_t why_len)
 {
     uint16_t port = 0;
-    const char *v = getenv("LITETX_RDMA_PORT");
-    if (v && *v) {
-        char *end;
-        long base = strtol(v, &end, 10);
-        if (*end || base < 1 || base + t->rank > 65535) {
+    if (t->port_base) { /* 1..65535, checked by the core */
+        if (t->port_base + t->rank > 65535) {
             lite_fmt(why, why_len,
-                     "LITETX_RDMA_PORT=\"%s\": must be a port such that "
-                     "port + rank <= 65535",
-                     v);
+                     "LITETX_RDMA_PORT=%ld: must be a port such that port + rank <= 65535",
+                     t->port_base);
             return -LITE_ERR_CONFIG;
         }
-        port = (uint16_t)(base + t->rank);
+        port = (uint16_t)(t->port_base + t->rank);
     }
     int rc = lite_sock_resolve(bind_host, port, &t->addr, &t->addr_len, why, why_len);
     if (rc)

@@ -21,8 +21,9 @@ static const char *state_name(enum ibv_port_state s)
     return s == IBV_PORT_ACTIVE ? "active" : s == IBV_PORT_DOWN ? "down" : "not active";
 }
 
-int lite_rdma_probe(char *why, size_t why_len)
+int lite_rdma_probe(const struct lite_tp_env *env, char *why, size_t why_len)
 {
+    lite_tp_env_attach(env);
     int n = 0;
     errno = 0;
     struct ibv_device **list = ibv_get_device_list(&n);
@@ -105,9 +106,10 @@ static void netdev_of(const char *host, char *out, size_t len)
 }
 
 /* The GID override for rail `i`: LITETX_RDMA_GID_INDEX="3" (every rail) or "3,1" (per rail). */
-static int gid_override(uint32_t i, int *out, char *why, size_t why_len)
+static int gid_override(const struct lite_transport *t, uint32_t i, int *out, char *why,
+                        size_t why_len)
 {
-    const char *v = getenv("LITETX_RDMA_GID_INDEX");
+    const char *v = lite_tp_str(t->env, "LITETX_RDMA_GID_INDEX");
     *out = -1;
     if (!v || !*v)
         return 0;
@@ -201,7 +203,7 @@ static int rail_add(struct lite_transport *t, int di, uint8_t port, const uint8_
     r->mtu = (uint8_t)pa.active_mtu;
     r->max_msg = pa.max_msg_sz;
     int override;
-    int rc = gid_override(t->nrails, &override, why, why_len);
+    int rc = gid_override(t, t->nrails, &override, why, why_len);
     if (rc)
         return rc;
     uint32_t tbl = pa.gid_tbl_len ? (uint32_t)pa.gid_tbl_len : 1;
@@ -287,7 +289,7 @@ int lite_rdma_rails_open(struct lite_transport *t, const char *bind_host, char *
         lite_fmt(why, why_len, "no RDMA device on this host");
         return -ENODEV;
     }
-    const char *spec = getenv("LITETX_RDMA_DEVICES");
+    const char *spec = lite_tp_str(t->env, "LITETX_RDMA_DEVICES");
     int rc = 0;
     if (spec && *spec && strcmp(spec, "auto") != 0) {
         /* an explicit list: every entry must work */
@@ -362,7 +364,7 @@ int lite_rdma_rails_open(struct lite_transport *t, const char *bind_host, char *
                 continue;
             for (uint8_t p = 1; p <= da.phys_port_cnt && t->nrails < LITE_MAX_RAILS; p++) {
                 int r = rail_add(t, di, p, have_bind ? bind_gid : NULL, bind_netdev, w, sizeof(w));
-                if (r == -LITE_ERR_CONFIG && getenv("LITETX_RDMA_GID_INDEX")) {
+                if (r == -LITE_ERR_CONFIG && lite_tp_str(t->env, "LITETX_RDMA_GID_INDEX")) {
                     lite_fmt(why, why_len, "%s", w);
                     ibv_free_device_list(list);
                     return r;

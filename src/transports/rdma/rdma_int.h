@@ -253,6 +253,10 @@ struct lite_rdma_later {
 
 struct lite_transport {
     int rank, world;
+    /* The core's resolved variables: set during rdma_open only (lite_tp_env.get is valid
+     * then), NULL after; what is needed later is kept in fields. */
+    const struct lite_tp_env *env;
+    long port_base; /* LITETX_RDMA_PORT (0: any free port) */
     struct lite_core *core;
     const struct lite_core_upcalls *up;
     int ndevs;
@@ -316,10 +320,11 @@ void lite_rdma_conn_fail(struct lite_transport *t, struct lite_rdma_conn *c, int
 void lite_rdma_later(struct lite_transport *t, void *op, int status);
 /* Complete what the CQs hold now (rdma.c). */
 int lite_rdma_poll_cqs(struct lite_transport *t);
-uint32_t lite_rdma_env_u32(const char *name, uint32_t def, uint32_t lo, uint32_t hi);
+/* A variable of the backend's table as the core resolved it (range checked there), else def. */
+uint32_t lite_rdma_env_u32(const struct lite_transport *t, const char *name, uint32_t def);
 
 /* ---- rdma_dev.c ---- */
-int lite_rdma_probe(char *why, size_t why_len);
+int lite_rdma_probe(const struct lite_tp_env *env, char *why, size_t why_len);
 /* Open the devices and choose the rails (LITETX_RDMA_DEVICES, GIDs) for bind_host. */
 int lite_rdma_rails_open(struct lite_transport *t, const char *bind_host, char *why,
                          size_t why_len);
@@ -369,7 +374,7 @@ int lite_rdma_sc_rearm(struct lite_transport *t, struct lite_rdma_conn *c, uint3
                        uint32_t rkey, uint64_t raddr, uint64_t len);
 /* ---- rdma_cm.c (stubs without librdmacm) ---- */
 #define LITE_RDMA_EP_CM 3u /* epoll tag of the CM event channel */
-bool lite_rdma_cm_wanted(void);
+bool lite_rdma_cm_wanted(const struct lite_transport *t);
 /* Incarnation, event channel, listener (its port goes into the bootstrap blob). */
 int lite_rdma_cm_open(struct lite_transport *t, char *why, size_t why_len);
 /* Connect every QP through the CM: dial the lower ranks at peer_gids[p] (16 bytes per rail,

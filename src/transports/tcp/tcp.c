@@ -339,8 +339,9 @@ static void conn_drop_tls(struct conn *c)
     c->tls_ok = false;
 }
 
-static int tcp_probe(char *why, size_t why_len)
+static int tcp_probe(const struct lite_tp_env *env, char *why, size_t why_len)
 {
+    lite_tp_env_attach(env);
     return 0; /* TCP works wherever there are sockets */
 }
 
@@ -2092,17 +2093,15 @@ static int progress_once(struct lite_transport *t, int timeout_ms)
 
 /* ---- setup ---- */
 
-static int parse_port_env(int rank, uint16_t *port)
+static int parse_port_env(const struct lite_tp_env *env, int rank, uint16_t *port)
 {
-    const char *v = getenv("LITETX_TCP_PORT");
     *port = 0;
-    if (!v || !*v)
+    long base = (long)lite_tp_num(env, "LITETX_TCP_PORT", 0); /* 1..65535 (checked by the core) */
+    if (!base)
         return 0;
-    char *end;
-    long base = strtol(v, &end, 10);
-    if (*end || base < 1 || base + rank > 65535) {
-        LITE_ERROR("LITETX_TCP_PORT=\"%s\": must be a port number such that port + rank <= 65535",
-                   v);
+    if (base + rank > 65535) {
+        LITE_ERROR("LITETX_TCP_PORT=%ld: must be a port number such that port + rank <= 65535",
+                   base);
         return -LITE_ERR_CONFIG;
     }
     *port = (uint16_t)(base + rank);
@@ -2113,40 +2112,19 @@ static int parse_port_env(int rank, uint16_t *port)
  * Default: BULK_MIN, or 0 on a crowded host, where the two ends of a pair never send at the same
  * moment and the extra sockets only cost (alltoall of 1 MiB per peer, 4 ranks on 2 CPUs: 30 %
  * slower with them). */
-static int parse_bulk_env(bool crowded, uint64_t *min)
+static void parse_bulk_env(const struct lite_tp_env *env, bool crowded, uint64_t *min)
 {
-    const char *v = getenv("LITETX_TCP_BULK_MIN");
-    *min = crowded ? 0 : BULK_MIN;
-    if (!v || !*v)
-        return 0;
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (*end || errno || v[0] == '-') {
-        LITE_ERROR("LITETX_TCP_BULK_MIN=\"%s\": must be a byte count (0 keeps all frames on the "
-                   "main connection)",
-                   v);
-        return -LITE_ERR_CONFIG;
-    }
-    *min = n;
-    return 0;
+    *min = (uint64_t)lite_tp_num(env, "LITETX_TCP_BULK_MIN", crowded ? 0 : BULK_MIN);
 }
 
 /* LITETX_TCP_CONNECT=all|lazy|auto: connect every pair at init, or each pair at its first
  * frame; auto (the default): all up to LAZY_WORLD ranks, lazy beyond. */
 #define LAZY_WORLD 64
-static int parse_connect_env(int world, bool *lazy)
+enum { CONNECT_AUTO, CONNECT_ALL, CONNECT_LAZY }; /* the table's "auto|all|lazy" */
+static void parse_connect_env(const struct lite_tp_env *env, int world, bool *lazy)
 {
-    const char *v = getenv("LITETX_TCP_CONNECT");
-    *lazy = world > LAZY_WORLD;
-    if (!v || !*v || !strcmp(v, "auto"))
-        return 0;
-    if (strcmp(v, "all") && strcmp(v, "lazy")) {
-        LITE_ERROR("LITETX_TCP_CONNECT=\"%s\": must be all, lazy or auto", v);
-        return -LITE_ERR_CONFIG;
-    }
-    *lazy = !strcmp(v, "lazy");
-    return 0;
+    int64_t how = lite_tp_num(env, "LITETX_TCP_CONNECT", CONNECT_AUTO);
+    *lazy = how == CONNECT_AUTO ? world > LAZY_WORLD : how == CONNECT_LAZY;
 }
 
 /* lite_config_t.reconnect_timeout_ms, and LITETX_TEST_BREAK_AT=N[,N...] (for tests: shut a
@@ -2171,7 +2149,7 @@ static int parse_link_env(struct lite_transport *t, const struct lite_transport_
     }
     t->incarnation = (inc ^ (uint64_t)lite_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
     t->rng = (unsigned)(t->incarnation ^ (t->incarnation >> 32));
-    v = getenv("LITETX_TEST_BREAK_AT");
+    v = lite_tp_str(p->env, "LITETX_TEST_BREAK_AT");
     if (v && *v) {
         for (const char *q = v; *q; q++)
             t->nbreak += *q == ',';
@@ -2219,8 +2197,9 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
     int rc = t->epfd < 0 ? -errno : (!t->conns || !t->routes || !t->pending ? -ENOMEM : 0);
     static const char *const role_desc[ROLE_COUNT] = {"", " (bulk out)", " (bulk in)",
                                                       " (dialled by it)"};
+    lite_tp_env_attach(p->env);
     if (!rc)
-        rc = parse_connect_env(t->world, &t->lazy);
+        parse_connect_env(p->env, t->world, &t->lazy);
     for (int i = 0; !rc && i < t->nconns; i++) {
         struct conn *c = &t->conns[i];
         c->fd = -1;
@@ -2237,10 +2216,11 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
     if (!rc)
         rc = parse_link_env(t, p);
     if (!rc)
-        rc = parse_port_env(t->rank, &port);
+        rc = parse_port_env(p->env, t->rank, &port);
     if (!rc)
-        rc = parse_bulk_env(p->size > offsetof(struct lite_transport_params, crowded) && p->crowded,
-                            &t->bulk_min);
+        parse_bulk_env(p->env,
+                       p->size > offsetof(struct lite_transport_params, crowded) && p->crowded,
+                       &t->bulk_min);
     char why[256];
     const struct lite_security *sec =
         p->size > offsetof(struct lite_transport_params, security) ? p->security : NULL;
@@ -2289,7 +2269,7 @@ static int tcp_open(const struct lite_transport_params *p, struct lite_transport
          * address, so that every dial to this rank (main, bulk, redial) goes through a proxy
          * or port forward there. */
         t->adv = t->addr;
-        long adv = lite_env_long("LITETX_TCP_ADVERTISE_BASE", 0, 65535, 0);
+        long adv = (long)lite_tp_num(p->env, "LITETX_TCP_ADVERTISE_BASE", 0);
         if (adv && adv + t->rank > 65535) {
             LITE_ERROR("tcp rank %d: LITETX_TCP_ADVERTISE_BASE=%ld + rank is past port 65535",
                        t->rank, adv);
@@ -2619,18 +2599,26 @@ static int tcp_peer_stats(struct lite_transport *t, int peer, uint64_t *breaks, 
 }
 
 /* The variables this backend reads (litetx-info --config; docs/CONFIG.md). */
+#define B LITE_TUN_BACKEND
 static const struct lite_tunable tcp_tunables[] = {
-    {"LITETX_TCP_PORT", "any free port", "rank r listens on this port + r"},
+    {"LITETX_TCP_PORT", "any free port", "rank r listens on this port + r", LITE_TUN_INT, B, 1,
+     65535, NULL},
     {"LITETX_TCP_ADVERTISE_BASE", "the listening address",
-     "rank r publishes 127.0.0.1:(base + r) instead (a proxy or port forward there)"},
+     "rank r publishes 127.0.0.1:(base + r) instead (a proxy or port forward there); 0: off",
+     LITE_TUN_INT, B, 0, 65535, NULL},
     {"LITETX_TCP_BULK_MIN", "262144 (0 when crowded)",
-     "one-sided payloads this large use a bulk connection; 0: none"},
+     "one-sided payloads this large use a bulk connection; 0: none", LITE_TUN_SIZE, B, 0, INT64_MAX,
+     NULL},
+    /* the order of the words is parse_connect_env's enum */
     {"LITETX_TCP_CONNECT", "auto",
-     "all: connect every pair at init; lazy: at first use; auto: all up to 64 ranks"},
+     "all: connect every pair at init; lazy: at first use; auto: all up to 64 ranks", LITE_TUN_ENUM,
+     B, 0, 0, "auto|all|lazy"},
     {"LITETX_TEST_BREAK_AT", "none",
-     "for tests: break a connection when this rank has received N bytes (N[,N...])"},
-    {NULL, NULL, NULL},
+     "for tests: break a connection when this rank has received N bytes (N[,N...])",
+     LITE_TUN_STRING, B, 0, 0, NULL},
+    {NULL, NULL, NULL, 0, 0, 0, 0, NULL},
 };
+#undef B
 
 const struct lite_transport_ops lite_tcp_ops = {
     .size = sizeof(struct lite_transport_ops),

@@ -1,7 +1,8 @@
 /*
  * fuzz_efa_wire.c - what the EFA backend reads off the network, without libfabric: the address
  * blob every rank publishes (lite_efa_blob_unpack), the message header in front of every eager
- * payload (lite_efa_hdr_decode), the flush targets of the second HELLO (lite_efa_flush_unpack);
+ * payload (lite_efa_hdr_decode), the flush targets of the second HELLO (lite_efa_flush_unpack),
+ * the page list of a PULL and its check against a region (lite_efa_pull_unpack/_check);
  * and the provider name a user sets (lite_efa_provider_name) and the striping plan
  * (lite_efa_plan) that user sizes feed.
  *
@@ -129,12 +130,52 @@ static void check_plan(struct fuzz_in *in)
     FUZZ_CHECK(off == len);
 }
 
+/* A page list: accepted only when well-formed, and then every segment it lets through lies in
+ * the region and packs back to the same bytes. Input: u64 region length, then the payload. */
+static void check_pull(const uint8_t *in, size_t len)
+{
+    if (len < 8)
+        return;
+    uint64_t region = lite_get64(in);
+    in += 8;
+    len -= 8;
+    struct lite_efa_pull p;
+    memset(&p, 0xa5, sizeof(p));
+    int rc = lite_efa_pull_unpack(in, len, &p);
+    if (rc != 0) {
+        FUZZ_CHECK(rc == -EPROTO);
+        return;
+    }
+    FUZZ_CHECK(p.nseg >= 1 && p.nseg <= LITE_EFA_PULL_SEG_MAX);
+    FUZZ_CHECK(len == LITE_EFA_PULL_LEN(p.nseg));
+    FUZZ_CHECK(p.pages <= LITE_EFA_PULL_PAGES && p.pages >= p.extra + p.nseg);
+    FUZZ_CHECK((p.flags & ~LITE_EFA_PULL_F_IMM) == 0);
+    bool inside = true;
+    for (uint32_t i = 0; i < p.nseg; i++) {
+        struct lite_efa_pull_seg g;
+        lite_efa_pull_seg(&p, i, &g);
+        FUZZ_CHECK(g.len >= 1 && g.pages >= 1 && g.pages <= g.len);
+        if (g.roff + g.len > region || g.roff + g.len < g.roff)
+            inside = false;
+    }
+    rc = lite_efa_pull_check(&p, region);
+    FUZZ_CHECK(inside ? rc == 0 : rc == -LITE_ERR_REMOTE_BOUNDS);
+    static uint8_t out[LITE_EFA_PULL_LEN(LITE_EFA_PULL_SEG_MAX)];
+    lite_efa_pull_put_hdr(out, p.imm, p.flags, p.extra, p.nseg, p.key);
+    for (uint32_t i = 0; i < p.nseg; i++) {
+        struct lite_efa_pull_seg g;
+        lite_efa_pull_seg(&p, i, &g);
+        lite_efa_pull_put_seg(out, i, &g);
+    }
+    FUZZ_CHECK(memcmp(out, in, len) == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
     struct fuzz_in in = {data + 1, size - 1};
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
     case 0:
         check_blob(data + 1, size - 1);
         break;
@@ -147,8 +188,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 3:
         check_provider(&in);
         break;
-    default:
+    case 4:
         check_plan(&in);
+        break;
+    default:
+        check_pull(data + 1, size - 1);
         break;
     }
     return 0;

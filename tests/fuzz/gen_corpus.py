@@ -60,7 +60,7 @@ put("rdesc", "unknown_access", bytes([0x0F, 2]) + rdesc(2, 0x1000, 64, 0x7F, 0, 
 put("rdesc", "wraps", bytes([0x0F, 2]) + rdesc(2, (1 << 64) - 16, 64, 1, 0, 1 << 32 | 1, []))
 put("rdesc", "unknown_kind", bytes([0x0F, 2]) + rdesc(2, 0x1000, 64, 1, 9, 1 << 32 | 1, []))
 
-# ---- fuzz_efa_wire: u8 selector (0 blob, 1 header, 2 flush, 3 provider, 4 plan) ----
+# ---- fuzz_efa_wire: u8 selector (0 blob, 1 header, 2 flush, 3 provider, 4 plan, 5 pull) ----
 def blob(pid, names):
     b = bytes([2, len(names), 0, 0]) + struct.pack("<I", pid)
     for n in names:
@@ -76,6 +76,9 @@ put("efa_wire", "hdr_big", bytes([1]) + big)
 put("efa_wire", "flush_2rails", bytes([2]) + bytes([1, 2, 0, 0, 0, 0, 0, 0]) +
     struct.pack("<QQQQ", 0x1000, 5, 0x2000, 6))
 put("efa_wire", "provider_tcp", bytes([3, 64]) + b"tcp\0")
+put("efa_wire", "pull_2seg", bytes([5]) + struct.pack("<Q", 1 << 20) +
+    struct.pack("<IIIIQ", 0xC0C0, 1, 3, 2, 77) +
+    struct.pack("<QQII", 0x7f0000001000, 0, 8192, 2) + struct.pack("<QQII", 0x7f0000004000, 65536, 4096, 1))
 put("efa_wire", "plan", bytes([4]) + struct.pack("<QBQBB", 1 << 22, 2, 1 << 18, 12, 0) +
     struct.pack("<I", 1))
 

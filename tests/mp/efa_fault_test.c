@@ -510,11 +510,13 @@ static void writer_copy(void)
             CHECK(region[i] == want, "byte %zu is %u, not %u", i, region[i], want);
         }
     }
+    /* Read before the barrier: rank 0 may post its batch while this side is still in it. */
+    uint64_t pulled = t->pulled_pages;
     CHECK_RC(ctx, lite_barrier(ctx, 30000));
 
-    /* Paged batches: with writer copy this side copies half of the pages itself, between the
-     * target's writes, and the target still counts every page exactly, in a short batch and in
-     * one of many groups. Page i goes to page NP - 1 - i. */
+    /* Paged batches: with writer copy the writer copies half of the pages itself and the target
+     * reads the rest out of it (PULL), and the target still counts every page exactly, in a
+     * short batch and in a longer one. Page i goes to page NP - 1 - i. */
     enum { PG = 1024, NP = 600 };
     static const uint32_t batches[] = {64, NP};
     for (size_t b = 0; b < sizeof(batches) / sizeof(batches[0]); b++) {
@@ -535,6 +537,11 @@ static void writer_copy(void)
                   (unsigned long long)(t->self_pages - before), t->writer_copy);
         } else {
             CHECK_RC(ctx, lite_imm_wait(ctx, imm, np, 60000));
+            /* With writer copy the rest of the pages are read out of the writer by this side. */
+            CHECK((t->pulled_pages > pulled) == t->writer_copy,
+                  "a paged batch of %u pages: %llu pages pulled by the target (writer copy %d)", np,
+                  (unsigned long long)(t->pulled_pages - pulled), t->writer_copy);
+            pulled = t->pulled_pages;
             uint64_t left = 99;
             CHECK_RC(ctx, lite_imm_peek(ctx, imm, &left));
             CHECK(left == 0, "%llu immediates more than the %u pages", (unsigned long long)left,

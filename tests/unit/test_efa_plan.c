@@ -258,6 +258,73 @@ static void test_provider_names(void **state)
     assert_int_equal(lite_efa_provider_name("tcp", out, 4), -EINVAL);
 }
 
+/* A PULL's page list: well-formed lists round-trip, malformed ones are refused, and the bounds
+ * check refuses a segment that leaves the region (or wraps around its end). */
+static void test_pull_list(void **state)
+{
+    (void)state;
+    static uint8_t b[LITE_EFA_PULL_LEN(LITE_EFA_PULL_SEG_MAX + 1)];
+    struct lite_efa_pull p;
+    struct lite_efa_pull_seg g = {.src = 0x7f0000001000, .roff = 4096, .len = 8192, .pages = 2};
+    lite_efa_pull_put_hdr(b, 0xC0C0, LITE_EFA_PULL_F_IMM, 3, 2, 77);
+    lite_efa_pull_put_seg(b, 0, &g);
+    g.roff = 0;
+    g.len = 4096;
+    g.pages = 1;
+    lite_efa_pull_put_seg(b, 1, &g);
+    assert_int_equal(lite_efa_pull_unpack(b, LITE_EFA_PULL_LEN(2), &p), 0);
+    assert_int_equal(p.imm, 0xC0C0);
+    assert_int_equal(p.pages, 6);
+    assert_int_equal(p.key, 77);
+    lite_efa_pull_seg(&p, 0, &g);
+    assert_int_equal(g.roff, 4096);
+    assert_int_equal(g.len, 8192);
+    assert_int_equal(lite_efa_pull_check(&p, 12288), 0);
+    assert_int_equal(lite_efa_pull_check(&p, 12287), -LITE_ERR_REMOTE_BOUNDS);
+    assert_int_equal(lite_efa_pull_check(&p, 0), -LITE_ERR_REMOTE_BOUNDS);
+    /* lengths other than header + nseg segments */
+    for (size_t l = 0; l < LITE_EFA_PULL_LEN(3); l++)
+        if (l != LITE_EFA_PULL_LEN(2))
+            assert_int_equal(lite_efa_pull_unpack(b, l, &p), -EPROTO);
+    /* a segment that wraps around the address space, or the region's end */
+    g = (struct lite_efa_pull_seg){.src = 1, .roff = UINT64_MAX - 10, .len = 4096, .pages = 1};
+    lite_efa_pull_put_seg(b, 1, &g);
+    assert_int_equal(lite_efa_pull_unpack(b, LITE_EFA_PULL_LEN(2), &p), -EPROTO);
+    g = (struct lite_efa_pull_seg){.src = UINT64_MAX - 10, .roff = 0, .len = 4096, .pages = 1};
+    lite_efa_pull_put_seg(b, 1, &g);
+    assert_int_equal(lite_efa_pull_unpack(b, LITE_EFA_PULL_LEN(2), &p), -EPROTO);
+    /* empty segments, no pages, more pages than bytes */
+    g = (struct lite_efa_pull_seg){.src = 1, .roff = 0, .len = 0, .pages = 1};
+    lite_efa_pull_put_seg(b, 1, &g);
+    assert_int_equal(lite_efa_pull_unpack(b, LITE_EFA_PULL_LEN(2), &p), -EPROTO);
+    g = (struct lite_efa_pull_seg){.src = 1, .roff = 0, .len = 4, .pages = 0};
+    lite_efa_pull_put_seg(b, 1, &g);
+    assert_int_equal(lite_efa_pull_unpack(b, LITE_EFA_PULL_LEN(2), &p), -EPROTO);
+    g.pages = 5;
+    lite_efa_pull_put_seg(b, 1, &g);
+    assert_int_equal(lite_efa_pull_unpack(b, LITE_EFA_PULL_LEN(2), &p), -EPROTO);
+    g.pages = 4;
+    lite_efa_pull_put_seg(b, 1, &g);
+    assert_int_equal(lite_efa_pull_unpack(b, LITE_EFA_PULL_LEN(2), &p), 0);
+    /* unknown flags, too many immediates, no segment, too many segments */
+    lite_efa_pull_put_hdr(b, 0, 2, 0, 2, 77);
+    assert_int_equal(lite_efa_pull_unpack(b, LITE_EFA_PULL_LEN(2), &p), -EPROTO);
+    lite_efa_pull_put_hdr(b, 0, 0, LITE_EFA_PULL_PAGES - 5, 2, 77);
+    assert_int_equal(lite_efa_pull_unpack(b, LITE_EFA_PULL_LEN(2), &p), -EPROTO);
+    lite_efa_pull_put_hdr(b, 0, 0, LITE_EFA_PULL_PAGES - 6, 2, 77);
+    assert_int_equal(lite_efa_pull_unpack(b, LITE_EFA_PULL_LEN(2), &p), 0);
+    lite_efa_pull_put_hdr(b, 0, 0, 0, 0, 77);
+    assert_int_equal(lite_efa_pull_unpack(b, LITE_EFA_PULL_LEN(0), &p), -EPROTO);
+    g = (struct lite_efa_pull_seg){.src = 1, .roff = 0, .len = 1, .pages = 1};
+    for (uint32_t i = 0; i <= LITE_EFA_PULL_SEG_MAX; i++)
+        lite_efa_pull_put_seg(b, i, &g);
+    lite_efa_pull_put_hdr(b, 0, 0, 0, LITE_EFA_PULL_SEG_MAX, 77);
+    assert_int_equal(lite_efa_pull_unpack(b, LITE_EFA_PULL_LEN(LITE_EFA_PULL_SEG_MAX), &p), 0);
+    lite_efa_pull_put_hdr(b, 0, 0, 0, LITE_EFA_PULL_SEG_MAX + 1, 77);
+    assert_int_equal(lite_efa_pull_unpack(b, LITE_EFA_PULL_LEN(LITE_EFA_PULL_SEG_MAX + 1), &p),
+                     -EPROTO);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_plan_exhaustive), cmocka_unit_test(test_blob_roundtrip),
         cmocka_unit_test(test_blob_limits),     cmocka_unit_test(test_hdr),
         cmocka_unit_test(test_provider_names),  cmocka_unit_test(test_flush_targets),
+        cmocka_unit_test(test_pull_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -302,6 +302,7 @@ struct efa_peer {
     int rq_next;         /* next peer in t->rq_peers' list, -1 at its end */
     bool rq_listed;      /* in that list */
     bool cma_off;        /* paged writer copy into this process failed once: not tried again */
+    bool self_ok;        /* ... and succeeded once (a later failure is the peer's, not CMA's) */
     /* liveness (efa_peer.c) */
     int64_t last_tx_ns;
     bool ka_out;
@@ -382,10 +383,13 @@ struct lite_transport {
     bool dc_batch;    /* write acknowledgements batched (cfg.dc_batch and rma_waw) */
     bool writer_copy; /* cfg.writer_copy, and the domain copies plain writes in the post (efa.c) */
     uint32_t polls;   /* CQ polls so far (efa_cq.c: quiet rails) */
-    uint64_t self_copied; /* writer-copied stripes posted (efa_fault_test reads it) */
-    uint64_t self_pages;  /* pages of paged batches this side copied itself (the same) */
-    bool dc_retry;        /* a flush write waits for the provider (efa_dc.flush_due) */
-    bool av_is_rank;      /* fi_addr == rank on every rail (FI_AV_TABLE in rank order) */
+    uint64_t self_copied;   /* writer-copied stripes posted (efa_fault_test reads it) */
+    uint64_t self_pages;    /* pages of paged batches this side copied itself (the same) */
+    uint64_t pulled_pages;  /* pages peers' PULLs listed that this side copied (the same) */
+    uint8_t *pull_buf;      /* a PULL being packed (efa_rma.c) */
+    struct iovec *pull_iov; /* a PULL being copied: local then remote iovecs */
+    bool dc_retry;          /* a flush write waits for the provider (efa_dc.flush_due) */
+    bool av_is_rank;        /* fi_addr == rank on every rail (FI_AV_TABLE in rank order) */
     /* registered regions by core key */
     struct efa_mr *mrtab[EFA_MR_BUCKETS];
     uint32_t rma_rr;    /* rail of the next unstriped op */

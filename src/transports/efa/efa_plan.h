@@ -5,6 +5,7 @@
  *   - the address blob that packs every rail's fi_getname() into one bootstrap blob,
  *   - the 32-byte message header that travels in front of every eager payload,
  *   - the flush targets a peer announces in its second HELLO (batched acknowledgements),
+ *   - the page list of a paged write the target copies itself (PULL),
  *   - the spelling of provider names ("tcp" means libfabric's "tcp;ofi_rxm").
  */
 #ifndef LITE_EFA_PLAN_H
@@ -167,7 +168,8 @@ enum lite_efa_type {
     LITE_EFA_T_IMM = 9,        /* an immediate sent as a message (after the data is in place) */
     LITE_EFA_T_IMM_ACK = 10,   /* ... counted at the target */
     LITE_EFA_T_INVAL_ACK = 11, /* peer dropped the keys; its ops into the region are over */
-    LITE_EFA_T_MAX = 11
+    LITE_EFA_T_PULL = 12,      /* paged writes the target copies itself (shm; answered IMM_ACK) */
+    LITE_EFA_T_MAX = 12
 };
 
 struct lite_efa_hdr {
@@ -272,6 +274,113 @@ static inline int lite_efa_flush_unpack(const uint8_t *in, size_t len, struct li
     for (uint32_t i = 0; i < f->nrails; i++) {
         f->addr[i] = lite_get64(in + 8 + 16 * i);
         f->key[i] = lite_get64(in + 16 + 16 * i);
+    }
+    return 0;
+}
+
+/* ---- page lists (the payload of PULL) ----
+ *
+ * A paged write on shared memory that the target copies itself (efa_rma.c, PULLED PAGES): the
+ * writer lists its source ranges and their places in one of the target's regions, and the
+ * target reads them out of the writer's memory. Little-endian:
+ *   u32 imm | u32 flags (bit 0: count immediates) | u32 extra | u32 nseg | u64 region core key
+ *   then nseg x { u64 source address (the writer's) | u64 offset in the region | u32 length |
+ *                 u32 pages (immediates this segment counts) }
+ * `extra`: pages the writer copied itself before sending this, counted here with the others.
+ * Nothing in it is trusted: the target checks each segment against its live registration
+ * (lite_efa_pull_check) before it copies a byte.
+ */
+#define LITE_EFA_PULL_HDR     24
+#define LITE_EFA_PULL_SEG     24
+#define LITE_EFA_PULL_SEG_MAX 1024 /* process_vm_readv takes IOV_MAX (1024) iovecs a call */
+#define LITE_EFA_PULL_PAGES   4096 /* immediates one message may count (a batch's pages) */
+#define LITE_EFA_PULL_F_IMM   1u
+#define LITE_EFA_PULL_LEN(n)  (LITE_EFA_PULL_HDR + LITE_EFA_PULL_SEG * (size_t)(n))
+
+struct lite_efa_pull {
+    uint32_t imm, flags, extra, nseg;
+    uint64_t key;
+    uint32_t pages; /* extra + every segment's pages */
+    const uint8_t *segs;
+};
+
+struct lite_efa_pull_seg {
+    uint64_t src, roff;
+    uint32_t len, pages;
+};
+
+static inline void lite_efa_pull_put_hdr(uint8_t *out, uint32_t imm, uint32_t flags, uint32_t extra,
+                                         uint32_t nseg, uint64_t key)
+{
+    lite_put32(out, imm);
+    lite_put32(out + 4, flags);
+    lite_put32(out + 8, extra);
+    lite_put32(out + 12, nseg);
+    lite_put64(out + 16, key);
+}
+
+static inline void lite_efa_pull_put_seg(uint8_t *out, uint32_t i,
+                                         const struct lite_efa_pull_seg *g)
+{
+    uint8_t *o = out + LITE_EFA_PULL_LEN(i);
+    lite_put64(o, g->src);
+    lite_put64(o + 8, g->roff);
+    lite_put32(o + 16, g->len);
+    lite_put32(o + 20, g->pages);
+}
+
+/* Segment i of an unpacked list (i < nseg). */
+static inline void lite_efa_pull_seg(const struct lite_efa_pull *p, uint32_t i,
+                                     struct lite_efa_pull_seg *g)
+{
+    const uint8_t *o = p->segs + LITE_EFA_PULL_SEG * (size_t)i;
+    g->src = lite_get64(o);
+    g->roff = lite_get64(o + 8);
+    g->len = lite_get32(o + 16);
+    g->pages = lite_get32(o + 20);
+}
+
+/* Unpack `len` bytes off the network; -EPROTO for anything malformed: a length that is not
+ * the header and nseg segments exactly, 0 or more than LITE_EFA_PULL_SEG_MAX segments, unknown
+ * flags, an empty segment, a segment counting no page or more pages than bytes, a range that
+ * wraps around, or more than LITE_EFA_PULL_PAGES immediates in all. */
+static inline int lite_efa_pull_unpack(const uint8_t *in, size_t len, struct lite_efa_pull *p)
+{
+    if (len < LITE_EFA_PULL_HDR)
+        return -EPROTO;
+    p->imm = lite_get32(in);
+    p->flags = lite_get32(in + 4);
+    p->extra = lite_get32(in + 8);
+    p->nseg = lite_get32(in + 12);
+    p->key = lite_get64(in + 16);
+    p->segs = in + LITE_EFA_PULL_HDR;
+    if (p->nseg == 0 || p->nseg > LITE_EFA_PULL_SEG_MAX || len != LITE_EFA_PULL_LEN(p->nseg) ||
+        (p->flags & ~LITE_EFA_PULL_F_IMM) || p->extra > LITE_EFA_PULL_PAGES)
+        return -EPROTO;
+    uint64_t pages = p->extra;
+    for (uint32_t i = 0; i < p->nseg; i++) {
+        struct lite_efa_pull_seg g;
+        lite_efa_pull_seg(p, i, &g);
+        if (g.len == 0 || g.pages == 0 || g.pages > g.len || g.src + g.len < g.src ||
+            g.roff + g.len < g.roff)
+            return -EPROTO;
+        pages += g.pages;
+    }
+    if (pages > LITE_EFA_PULL_PAGES)
+        return -EPROTO;
+    p->pages = (uint32_t)pages;
+    return 0;
+}
+
+/* May the list be placed into a region of `region_len` bytes? 0, or -LITE_ERR_REMOTE_BOUNDS
+ * for the first segment that does not lie wholly inside it. */
+static inline int lite_efa_pull_check(const struct lite_efa_pull *p, uint64_t region_len)
+{
+    for (uint32_t i = 0; i < p->nseg; i++) {
+        struct lite_efa_pull_seg g;
+        lite_efa_pull_seg(p, i, &g);
+        if (g.roff > region_len || g.len > region_len - g.roff)
+            return -LITE_ERR_REMOTE_BOUNDS;
     }
     return 0;
 }

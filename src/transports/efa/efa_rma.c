@@ -536,6 +536,173 @@ static int self_copy(struct lite_transport *t, struct efa_rma *m, uint32_t from,
     return (size_t)got == want ? 0 : -EFAULT;
 }
 
+/* ---- pulled pages (shm) ----
+ *
+ * The writes above cost shm a command per fi_writemsg (4 segments), and the target takes the
+ * lock of its region for each while the writer's next post waits for it: at 4 KiB pages the
+ * writer spent its time spinning on that lock while the target idled. So where this side can
+ * copy into the target (writer copy: CMA between the two processes), a paged batch goes without
+ * the provider: this side copies about half of the bytes with process_vm_writev, then sends one
+ * PULL message (efa_plan.h) listing the rest, which the target reads out of this process with
+ * process_vm_readv, up to LITE_EFA_PULL_SEG_MAX segments a call. The target checks the list
+ * against its live registration first (the key, that this peer was told it, write access, host
+ * memory, each segment inside the region), counts every page (the writer's too: `extra`) and
+ * answers IMM_ACK with its verdict; the batch's ops complete then. A region the target is
+ * withdrawing refuses the list (the PULL arrives before the INVAL_ACK that would let the
+ * withdrawal finish: rail 0's messages are in order). */
+#define PULL_IOV 256 /* iovecs per process_vm_writev on this side */
+
+/* Copy segments [from, from + n) into the target; 0, or a negative errno. */
+static int cma_write(struct lite_transport *t, struct efa_rma *m, uint32_t from, uint32_t n)
+{
+    struct iovec liov[PULL_IOV], riov[PULL_IOV];
+    const struct efa_seg *seg = m->batch->seg;
+    for (uint32_t i = from; i < from + n;) {
+        uint32_t k = 0;
+        size_t want = 0;
+        for (; k < PULL_IOV && i + k < from + n; k++) {
+            const struct efa_seg *g = &seg[i + k];
+            liov[k] = (struct iovec){.iov_base = g->local, .iov_len = g->len};
+            riov[k] = (struct iovec){.iov_base = (void *)(uintptr_t)(m->raddr + g->roff),
+                                     .iov_len = g->len};
+            want += g->len;
+        }
+        ssize_t got = process_vm_writev((pid_t)t->peers[m->peer].pid, liov, k, riov, k, 0);
+        if (got < 0)
+            return -errno;
+        if ((size_t)got != want)
+            return -EFAULT;
+        i += k;
+    }
+    return 0;
+}
+
+/* 1: the batch went this way (done, or failed and finished); 0: this side cannot copy into the
+ * peer, post it as writes. */
+static int pull_batch(struct lite_transport *t, struct efa_rma *m, bool later)
+{
+    struct efa_batch *b = m->batch;
+    struct efa_peer *p = &t->peers[m->peer];
+    uint64_t total = 0, mine = 0;
+    for (uint32_t i = 0; i < b->nseg; i++)
+        total += b->seg[i].len;
+    /* This side's share: whole segments from the front up to half of the bytes, at least one
+     * segment left for the target. */
+    uint32_t w = 0, wpages = 0;
+    while (w + 1 < b->nseg && 2 * (mine + b->seg[w].len) <= total) {
+        mine += b->seg[w].len;
+        wpages += b->seg[w].pages;
+        w++;
+    }
+    if (w) {
+        int rc = cma_write(t, m, 0, w);
+        if (rc && !p->self_ok) {
+            LITE_INFO("%s rank %d: copying paged writes into rank %d's memory failed (%s): the "
+                      "provider carries them from now on",
+                      EFA_LOG, t->rank, m->peer, strerror(-rc));
+            p->cma_off = true;
+            return 0;
+        }
+        if (rc) {
+            finish(t, m, rc == -ESRCH ? -LITE_ERR_PEER_LOST : rc, later);
+            return 1;
+        }
+        p->self_ok = true;
+        t->self_pages += wpages;
+    }
+    uint32_t per = (uint32_t)((t->cfg.eager_max - LITE_EFA_PULL_HDR) / LITE_EFA_PULL_SEG);
+    if (per > LITE_EFA_PULL_SEG_MAX)
+        per = LITE_EFA_PULL_SEG_MAX;
+    uint32_t nmsg = (b->nseg - w + per - 1) / per;
+    if (!t->pull_buf && !(t->pull_buf = malloc(LITE_EFA_PULL_LEN(LITE_EFA_PULL_SEG_MAX)))) {
+        finish(t, m, -ENOMEM, later);
+        return 1;
+    }
+    m->stage = RMA_WAIT_ACK;
+    m->ack_id = ++p->next_ack_id;
+    m->left = nmsg;
+    uint32_t flags = m->r.has_imm ? LITE_EFA_PULL_F_IMM : 0;
+    for (uint32_t j = 0, i = w; j < nmsg; j++) {
+        uint32_t n = b->nseg - i < per ? b->nseg - i : per;
+        lite_efa_pull_put_hdr(t->pull_buf, m->r.imm, flags, j == 0 ? wpages : 0, n,
+                              m->r.remote_core_key);
+        for (uint32_t k = 0; k < n; k++) {
+            const struct efa_seg *g = &b->seg[i + k];
+            struct lite_efa_pull_seg e = {.src = (uint64_t)(uintptr_t)g->local,
+                                          .roff = g->roff,
+                                          .len = (uint32_t)g->len,
+                                          .pages = g->pages};
+            lite_efa_pull_put_seg(t->pull_buf, k, &e);
+        }
+        i += n;
+        int rc = lite_efa_ctl_send(t, m->peer, LITE_EFA_T_PULL, m->ack_id, t->pull_buf,
+                                   LITE_EFA_PULL_LEN(n));
+        if (p->dead)
+            return 1; /* failing the peer inside the send ended the op (it waits for acks) */
+        if (rc) {
+            m->status = rc;
+            m->left = j; /* the acknowledgements of those sent finish it */
+            if (j == 0)
+                finish(t, m, rc, later);
+            return 1;
+        }
+    }
+    return 1;
+}
+
+/* The target's side: check a PULL against the live registration, copy, count, answer. */
+static int on_pull(struct lite_transport *t, int peer, uint64_t tag, const uint8_t *payload,
+                   size_t len)
+{
+    struct lite_efa_pull pl;
+    if (lite_efa_pull_unpack(payload, len, &pl))
+        return -LITE_ERR_PROTOCOL;
+    struct efa_mr *mr = lite_efa_mr_find(t, pl.key);
+    int st = 0;
+    if (!mr || mr->dying || !(mr->told[peer / 8] & (1u << (peer % 8))))
+        st = -LITE_ERR_REMOTE_KEY; /* unknown, being withdrawn, or never shown to this peer */
+    else if (!(mr->access & LITE_TP_ACCESS_REMOTE_WRITE) || mr->kind != LITE_MEM_HOST)
+        st = -LITE_ERR_REMOTE_ACCESS;
+    else
+        st = lite_efa_pull_check(&pl, mr->len);
+    if (!st && !t->pull_iov &&
+        !(t->pull_iov = malloc(2 * LITE_EFA_PULL_SEG_MAX * sizeof(struct iovec))))
+        st = -ENOMEM;
+    if (!st) {
+        struct iovec *liov = t->pull_iov, *riov = liov + LITE_EFA_PULL_SEG_MAX;
+        size_t want = 0;
+        for (uint32_t i = 0; i < pl.nseg; i++) {
+            struct lite_efa_pull_seg g;
+            lite_efa_pull_seg(&pl, i, &g);
+            liov[i] = (struct iovec){.iov_base = (uint8_t *)mr->addr + g.roff, .iov_len = g.len};
+            riov[i] = (struct iovec){.iov_base = (void *)(uintptr_t)g.src, .iov_len = g.len};
+            want += g.len;
+        }
+        ssize_t got = t->peers[peer].pid ? process_vm_readv((pid_t)t->peers[peer].pid, liov,
+                                                            pl.nseg, riov, pl.nseg, 0)
+                                         : -1;
+        if (got < 0)
+            st = t->peers[peer].pid ? -errno : -ESRCH;
+        else if ((size_t)got != want)
+            st = -EFAULT;
+    }
+    if (st) {
+        LITE_WARN("%s rank %d: rank %d's list of %u pages for region %#llx refused: %s", EFA_LOG,
+                  t->rank, peer, pl.pages, (unsigned long long)pl.key, lite_strerror(st));
+    } else {
+        t->pulled_pages += pl.pages - pl.extra;
+        if (pl.flags & LITE_EFA_PULL_F_IMM) {
+            for (uint32_t i = 0; i < pl.pages; i++)
+                t->up->imm_arrived(t->core, peer, pl.imm);
+            t->events += (int)pl.pages;
+        }
+    }
+    uint8_t b[4];
+    lite_put32(b, (uint32_t)st);
+    lite_efa_ctl_must(t, peer, LITE_EFA_T_IMM_ACK, tag, b, 4);
+    return 0;
+}
+
 void lite_efa_batch_close(struct lite_transport *t, bool later)
 {
     struct efa_rma *m = t->batch_open;
@@ -553,6 +720,10 @@ void lite_efa_batch_close(struct lite_transport *t, bool later)
         finish(t, m, p->dead ? -LITE_ERR_PEER_LOST : -LITE_ERR_REMOTE_KEY, later);
         return;
     }
+    const struct efa_mr *lmr = m->r.local_handle;
+    if (t->writer_copy && !p->cma_off && p->pid && lmr->kind == LITE_MEM_HOST &&
+        pull_batch(t, m, later))
+        return;
     /* Writer copy: groups of segments this side copies alternate with the target's writes.
      * The first group copied here (the rest in post_pieces) tells whether the kernel allows it. */
     bool self = t->writer_copy && !p->cma_off && p->pid && b->nseg >= 2;
@@ -1220,13 +1391,24 @@ void lite_efa_rma_ctl(struct lite_transport *t, int peer, const struct lite_efa_
         struct efa_rma *m = p->rma;
         while (m && !(m->stage == RMA_WAIT_ACK && m->ack_id == h->tag && !m->orphan))
             m = m->next;
-        if (!m) {
+        /* A PULL's answer carries the target's verdict: 0 or a negative code. */
+        int st = len == 4 ? (int)lite_get32(payload) : 0;
+        if (!m || (len != 0 && len != 4) || st > 0 || st < -65536) {
             rc = -LITE_ERR_PROTOCOL;
             break;
         }
-        finish(t, m, 0, false);
+        if (st && !m->status)
+            m->status = st;
+        if (m->left > 1) {
+            m->left--; /* a batch listed in several PULLs: one answer each */
+            break;
+        }
+        finish(t, m, m->status, false);
         break;
     }
+    case LITE_EFA_T_PULL:
+        rc = on_pull(t, peer, h->tag, payload, len);
+        break;
     default:
         rc = -LITE_ERR_PROTOCOL;
         break;
@@ -1296,6 +1478,10 @@ void lite_efa_qcache_fini(struct lite_transport *t)
         free(m);
     }
     t->rma_nfree = 0;
+    free(t->pull_buf);
+    free(t->pull_iov);
+    t->pull_buf = NULL;
+    t->pull_iov = NULL;
     for (int i = 0; t->peers && i < t->world; i++) {
         t->peers[i].rq = t->peers[i].rq_tail = NULL;
         t->peers[i].rma_queued = 0;

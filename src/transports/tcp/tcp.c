@@ -914,6 +914,12 @@ static bool drain_link(struct lite_transport *t, struct conn *c)
 static void conn_lost(struct lite_transport *t, struct conn *c, int code, const char *why, int err)
 {
     if (code != -LITE_ERR_PEER_LOST || !link_resumable(t, c)) {
+        char w[320];
+        if (code == -LITE_ERR_PEER_LOST && t->lazy && why && !t->closing) {
+            /* lazy mode never resumes (docs/TCP.md "Reconnection"): say so where it is seen */
+            lite_fmt(w, sizeof(w), "%s (LITETX_TCP_CONNECT=lazy: no reconnection)", why);
+            why = w;
+        }
         conn_fail(t, c, code, why);
         return;
     }
@@ -2137,7 +2143,9 @@ static int parse_link_env(struct lite_transport *t, const struct lite_transport_
         t->reconnect_ms = p->reconnect_timeout_ms;
     const char *v;
     if (t->lazy && t->reconnect_ms) {
-        LITE_DEBUG("tcp rank %d: no reconnection with LITETX_TCP_CONNECT=lazy", t->rank);
+        LITE_INFO("tcp rank %d: lazy connections: a broken connection ends its link at once "
+                  "(no reconnection; docs/TCP.md \"Reconnection\")",
+                  t->rank);
         t->reconnect_ms = 0;
     }
     uint64_t inc = 0;

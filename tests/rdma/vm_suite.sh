@@ -201,31 +201,65 @@ kill_soak() {
 }
 
 # ---- a break: rank 1 forces its message QP into the error state after N SENDs (in the middle
-# of p2p_test's traffic). Both ranks must fail with the peer lost, naming the cause, well
-# before the op timeout (20 s): no op may wait for a QP that will never complete it. ----
-qp_error() { # qp_error NAME N [VAR=VAL ...]
-    name=$1 n=$2
-    shift 2
+# of p2p_test's traffic). MODE resume: the link is re-established and resumed, the job passes
+# (p2p_test checks every message). MODE budget: rank 0 never resumes (LITETX_RDMA_TEST_RESUME=0)
+# and the budget is 2 s: both ranks fail with "no resume within reconnect_timeout_ms", well
+# before the op timeout (20 s). MODE final: reconnection off (0): both fail with the peer lost
+# at once. No op may wait for a QP that will never complete it. ----
+qp_error() { # qp_error MODE NAME N [VAR=VAL ...]
+    mode=$1 name=$2 n=$3
+    shift 3
     port=$((port + 1))
     t0=$(now)
-    env LITETX_OP_TIMEOUT_MS=20000 "$@" timeout 60 "$RUN" -n 2 -t 40 -g 5 --root "$IP:$port" \
-        sh -c '[ "$LITETX_RANK" = 1 ] && export LITETX_RDMA_TEST_QP_ERROR='"$n"'; exec "$0"' \
+    set -- LITETX_OP_TIMEOUT_MS=20000 "$@"
+    [ $mode = budget ] && set -- LITETX_RECONNECT_TIMEOUT_MS=2000 "$@"
+    [ $mode = final ] && set -- LITETX_RECONNECT_TIMEOUT_MS=0 "$@"
+    nr=""
+    [ $mode = budget ] && nr='[ "$LITETX_RANK" = 0 ] && export LITETX_RDMA_TEST_RESUME=0;'
+    env "$@" timeout 60 "$RUN" -n 2 -t 40 -g 5 --root "$IP:$port" \
+        sh -c '[ "$LITETX_RANK" = 1 ] && export LITETX_RDMA_TEST_QP_ERROR='"$n"'; '"$nr"' exec "$0"' \
         "$MP/p2p_test" > "$OUT/$name.log" 2>&1
     r=$?
     d=$(awk "BEGIN{printf \"%.1f\", $(now) - $t0}")
     why=""
-    [ $r -ne 0 ] || why="the job passed"
     grep -q "forced into the error state" "$OUT/$name.log" || why="$why; the QP was not forced"
     grep -q "rank 1.*Work Request Flushed\|flushed" "$OUT/$name.log" ||
         why="$why; rank 1 did not report the flushed queue pair"
     grep -qi "timed out\|ETIMEDOUT" "$OUT/$name.log" && why="$why; an op waited for its timeout"
-    awk "BEGIN{exit !($(now) - $t0 < 15)}" || why="$why; took ${d}s (bound 15 s)"
+    case $mode in
+    resume)
+        [ $r -eq 0 ] || why="$why; the job failed"
+        grep -q "resumed (epoch" "$OUT/$name.log" || why="$why; no link was resumed"
+        bound=40 ;;
+    budget)
+        [ $r -ne 0 ] || why="$why; the job passed"
+        grep -q "no resume within reconnect_timeout_ms" "$OUT/$name.log" ||
+            why="$why; the budget was not named"
+        grep -q "resumed (epoch" "$OUT/$name.log" && why="$why; a link was resumed"
+        bound=15 ;;
+    *)
+        [ $r -ne 0 ] || why="$why; the job passed"
+        bound=15 ;;
+    esac
+    awk "BEGIN{exit !($(now) - $t0 < $bound)}" || why="$why; took ${d}s (bound $bound s)"
     if [ -z "$why" ]; then
-        pass=$((pass + 1)); echo "RDMA-TEST $name PASS ${d}s ($(grep -m1 -o "lost.*" "$OUT/$name.log" | cut -c1-140))"
+        pass=$((pass + 1)); echo "RDMA-TEST $name PASS ${d}s ($(grep -m1 -o "resumed (epoch.*\|no resume within.*\|lost.*" "$OUT/$name.log" | cut -c1-140))"
     else
         fail=$((fail + 1)); echo "RDMA-TEST $name FAIL(rc=$r) ${d}s:$why"
         tail -n 15 "$OUT/$name.log" | sed 's/^/    | /'
     fi
+}
+
+# ---- breaks under mixed traffic (tests/reconnect/reconnect_test: sends of every size, writes,
+# writes with immediates, paged and scatter writes, reads, collectives): both ranks force their
+# message QP into the error state every N SENDs, K times; every message must arrive once with
+# its bytes, every ImmCounter reach exactly its count, no op fail, every break be resumed ----
+reconnect_case() { # reconnect_case NAME N:K [VAR=VAL ...]
+    name=$1 nk=$2
+    shift 2
+    t "$name" 2 120 LITETX_RDMA_TEST_QP_ERROR=$nk RECONNECT_MIN_BREAKS=1 "$@" -- \
+        "$B/tests/reconnect/reconnect_test" mixed 4 1 0 24
+    grep -h "break(s)" "$OUT/$name.log" | sed "s/^/RDMA-TEST $name: /"
 }
 
 # ---- QPs connected through rdma_cm (LITETX_RDMA_CM=1): address, route, source GID, path MTU
@@ -247,7 +281,8 @@ cm_cases() {
     # rank 1 without rdma_cm: refused at init, with the reason
     expect_fail cm.mixed "connect.* through rdma_cm and this rank" $C -- \
         sh -c '[ "$LITETX_RANK" = 1 ] && export LITETX_RDMA_CM=0; exec "$0"' "$MP/p2p_test"
-    qp_error cm.qp_error 40 $C
+    qp_error resume cm.qp_error 40 $C
+    reconnect_case cm.reconnect.mixed 25:4 $C
     if [ "${1:-}" = all ]; then
         t cm.fault.rank_exits 3 60 $C -- "$MP/fault_test" rank_exits
         ROOT=127.0.0.1 t cm.loopback_bootstrap.p2p.np2 2 120 $C -- "$MP/p2p_test"
@@ -281,9 +316,13 @@ if [ "${RDMA_SUITE_ONLY:-}" = kill_soak ]; then
 fi
 
 if [ "${RDMA_SUITE_ONLY:-}" = qp_error ]; then
-    qp_error qp_error 40
-    qp_error qp_error.early 3
-    qp_error cm.qp_error 40 LITETX_RDMA_CM=1
+    qp_error resume qp_error 40
+    qp_error resume qp_error.early 3
+    qp_error resume cm.qp_error 40 LITETX_RDMA_CM=1
+    qp_error budget qp_error.budget 40
+    qp_error final qp_error.final 40
+    reconnect_case reconnect.mixed 25:4
+    reconnect_case cm.reconnect.mixed 25:4 LITETX_RDMA_CM=1
     echo "rdma vm suite: $pass passed, $fail failed, $skip skipped"
     [ $fail -eq 0 ]
     exit
@@ -337,7 +376,11 @@ else
     skip=$((skip + 1)); echo "RDMA-TEST coll SKIP 0s (tests/mp/coll_test not built)"
 fi
 [ "$QUICK" = 1 ] || t p2p.np4 4 180 -- "$MP/p2p_test"
-qp_error qp_error 40
+qp_error resume qp_error 40
+qp_error resume qp_error.early 3
+qp_error budget qp_error.budget 40
+qp_error final qp_error.final 40
+reconnect_case reconnect.mixed 25:4
 kill_soak
 cm_cases # the short list: all of it with RDMA_SUITE_ONLY=cm
 

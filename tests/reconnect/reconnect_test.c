@@ -532,8 +532,10 @@ int main(int argc, char **argv)
     int nbreaks = atoi(argv[4]), rounds = argc > 5 ? atoi(argv[5]) : 40;
     const char *r = getenv("LITETX_RANK");
     int rank = r ? atoi(r) : 0;
-    if (strcmp(mp_transport(), "tcp") != 0 && strcmp(mp_transport(), "quic") != 0)
-        mp_skip("reconnection is a tcp and quic backend feature");
+    /* rdma resumes too: its breaks come from LITETX_RDMA_TEST_QP_ERROR (the Soft-RoCE VM suite) */
+    if (strcmp(mp_transport(), "tcp") != 0 && strcmp(mp_transport(), "quic") != 0 &&
+        strcmp(mp_transport(), "rdma") != 0)
+        mp_skip("reconnection is a tcp, quic and rdma backend feature");
     set_breaks(rank, seed, gap, nbreaks);
     double t0 = now_s();
     lite_ctx_t *ctx = mp_init();

@@ -62,8 +62,9 @@ void lite_rdma_conn_fail(struct lite_transport *t, struct lite_rdma_conn *c, int
         return;
     /* Also from inside msg_send or rma_post: the op being posted is listed by then and ends
      * here with the rest; the core defers peer_failed until it is out of the post. */
-    bool was_up = c->state == CONN_UP;
+    bool was_up = c->state == CONN_UP || c->state == CONN_BROKEN || c->state == CONN_READY;
     c->state = CONN_DEAD;
+    c->brk = false;
     if (c->fd >= 0) {
         epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         close(c->fd);
@@ -86,6 +87,7 @@ void lite_rdma_conn_fail(struct lite_transport *t, struct lite_rdma_conn *c, int
     }
     lite_rdma_msg_fail(t, c, code);
     lite_rdma_rma_fail(t, c, code);
+    lite_rdma_link_free(c);
     if (was_up && !t->closing) {
         if (!c->bye)
             LITE_INFO("rdma rank %d: lost rank %d: %s", t->rank, c->peer, why);
@@ -102,9 +104,14 @@ static void wc_error(struct lite_transport *t, struct lite_rdma_conn *c, const c
     int code = lite_rdma_wc_code(st, &fatal);
     char w[128];
     lite_fmt(w, sizeof(w), "%s rank %d failed: %s", what, c->peer, ibv_wc_status_str(st));
-    if (!c->bye)
-        LITE_WARN("rdma rank %d: %s", t->rank, w);
-    lite_rdma_conn_fail(t, c, fatal || code == -LITE_ERR_PROTOCOL ? code : -LITE_ERR_PEER_LOST, w);
+    if (code == -LITE_ERR_PROTOCOL) {
+        if (!c->bye)
+            LITE_WARN("rdma rank %d: %s", t->rank, w);
+        lite_rdma_conn_fail(t, c, code, w);
+        return;
+    }
+    /* the QP is in the error state: the link is re-established (or ends, see link_break) */
+    lite_rdma_link_break(t, c, w);
 }
 
 static void on_wc(struct lite_transport *t, const struct ibv_wc *wc)
@@ -114,10 +121,16 @@ static void on_wc(struct lite_transport *t, const struct ibv_wc *wc)
         return;
     struct lite_rdma_qp *q = t->qps[qi];
     struct lite_rdma_conn *c = q->conn;
-    if (c->state != CONN_UP)
-        return;
     bool stale = WRID_EPOCH(wc->wr_id) != (q->epoch & 0xff);
     bool ok = wc->status == IBV_WC_SUCCESS;
+    /* UP and READY: everything. A link marked broken, or BROKEN (its QPs are drained before
+     * they are reset): what completed is applied (it counts in what this side says it
+     * applied), errors are the flush of the break. A flushed WR of an older epoch is
+     * the flush of a reset QP. */
+    if (c->state == CONN_DEAD || c->state == CONN_NONE)
+        return;
+    if (!ok && (c->brk || c->state == CONN_BROKEN || stale))
+        return;
     uint32_t slot = WRID_SLOT(wc->wr_id);
     switch (WRID_TYPE(wc->wr_id)) {
     case WR_RECV_MSG:
@@ -133,15 +146,16 @@ static void on_wc(struct lite_transport *t, const struct ibv_wc *wc)
         /* An error here means the peer had an op refused: it re-arms the pair itself. */
         if (!ok || !(wc->wc_flags & IBV_WC_WITH_IMM))
             break;
-        if (!stale) {
+        c->imm_applied[q->rail]++;
+        if (!stale && !c->brk && c->state != CONN_BROKEN) {
             lite_rdma_rxacct_consume(&c->imm_rx[q->rail]);
             if (lite_rdma_post_recv_imm(t, q, 1) != 0) {
-                lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, "reposting a receive failed");
-                return;
+                lite_rdma_link_break(t, c, "reposting a receive failed");
+            } else {
+                lite_rdma_rxacct_repost(&c->imm_rx[q->rail]);
+                if (lite_rdma_rxacct_due(&c->imm_rx[q->rail]))
+                    lite_rdma_report(t, c, false);
             }
-            lite_rdma_rxacct_repost(&c->imm_rx[q->rail]);
-            if (lite_rdma_rxacct_due(&c->imm_rx[q->rail]))
-                lite_rdma_report(t, c, false);
         }
         /* the write's data is in place before its completion is generated */
         t->up->imm_arrived(t->core, c->peer, ntohl(wc->imm_data));
@@ -184,18 +198,29 @@ int lite_rdma_poll_cqs(struct lite_transport *t)
     return n;
 }
 
+static bool rma_replay_left(const struct lite_rdma_conn *c)
+{
+    for (uint32_t r = 0; r < c->nrails; r++)
+        if (c->rma_replay[r].rec)
+            return true;
+    return false;
+}
+
 /* Queued messages and ops, and window reports that wait for room. */
 static int flush_blocked(struct lite_transport *t, bool *blocked)
 {
-    int n = 0;
+    int n = lite_rdma_link_run(t);
     *blocked = false;
     for (int p = 0; p < t->world; p++) {
         struct lite_rdma_conn *c = &t->conns[p];
-        if (c->state != CONN_UP || !(c->pend || c->wait || c->report_due))
+        /* a link being re-established waits on the side channel and its budget */
+        *blocked |= c->state == CONN_BROKEN || c->state == CONN_READY;
+        if ((c->state != CONN_UP && c->state != CONN_READY) ||
+            !(c->pend || c->wait || c->report_due || c->replay || rma_replay_left(c)))
             continue;
         n += lite_rdma_msg_flush(t, c);
         n += lite_rdma_rma_flush(t, c);
-        *blocked |= c->state == CONN_UP && (c->pend || c->wait);
+        *blocked |= c->state == CONN_UP && (c->pend || c->wait || c->replay);
     }
     return n;
 }
@@ -288,8 +313,32 @@ static int cq_create(struct lite_transport *t, char *why, size_t why_len)
     return 0;
 }
 
+/* For tests: LITETX_RDMA_TEST_QP_ERROR=N[:K] (force the message QP into the error state after
+ * every N SENDs, K times; K defaults to 1) and LITETX_RDMA_TEST_RESUME=0 (this rank never
+ * re-establishes a link: its peer's budget runs out). */
+static int test_hooks(struct lite_transport *t)
+{
+    t->test_qp_errors = 1;
+    const char *v = lite_tp_str(t->env, "LITETX_RDMA_TEST_QP_ERROR");
+    if (v && *v) {
+        char *end;
+        unsigned long n = strtoul(v, &end, 10), k = 1;
+        if (*end == ':')
+            k = strtoul(end + 1, &end, 10);
+        if (*end || n > UINT32_MAX || k == 0 || k > UINT32_MAX) {
+            LITE_ERROR("rdma: LITETX_RDMA_TEST_QP_ERROR=\"%s\": want N or N:K", v);
+            return -LITE_ERR_CONFIG;
+        }
+        t->test_qp_error = (uint32_t)n;
+        t->test_qp_errors = (uint32_t)k;
+    }
+    t->test_no_resume = lite_rdma_env_u32(t, "LITETX_RDMA_TEST_RESUME", 1) == 0;
+    return 0;
+}
+
 static int rdma_open(const struct lite_transport_params *p, struct lite_transport **out)
 {
+    int rc;
     struct lite_transport *t = calloc(1, sizeof(*t));
     if (!t)
         return -ENOMEM;
@@ -327,12 +376,17 @@ static int rdma_open(const struct lite_transport_params *p, struct lite_transpor
     t->timeout = (uint8_t)lite_rdma_env_u32(t, "LITETX_RDMA_TIMEOUT", 14);
     t->reg_cache = lite_rdma_env_u32(t, "LITETX_RDMA_REG_CACHE", 0);
     t->post_budget = lite_rdma_env_u32(t, "LITETX_RDMA_POST_BUDGET", RDMA_POST_BUDGET);
-    t->test_qp_error = lite_rdma_env_u32(t, "LITETX_RDMA_TEST_QP_ERROR", 0);
+    rc = test_hooks(t);
+    t->reconnect_ms = 10000;
+    if (p->size > offsetof(struct lite_transport_params, reconnect_timeout_ms) &&
+        p->reconnect_timeout_ms >= 0)
+        t->reconnect_ms = p->reconnect_timeout_ms;
     t->budget = t->post_budget;
     t->epfd = epoll_create1(EPOLL_CLOEXEC);
     t->conns = calloc((size_t)t->world, sizeof(*t->conns));
     char why[768] = "";
-    int rc = t->epfd < 0 ? -errno : !t->conns ? -ENOMEM : 0;
+    if (!rc)
+        rc = t->epfd < 0 ? -errno : !t->conns ? -ENOMEM : 0;
     for (int i = 0; !rc && i < t->world; i++) {
         t->conns[i].peer = i;
         t->conns[i].fd = -1;
@@ -402,7 +456,9 @@ static void drain(struct lite_transport *t)
         bool busy = false;
         for (int p = 0; p < t->world; p++) {
             struct lite_rdma_conn *c = &t->conns[p];
-            busy |= c->state == CONN_UP && (c->pend || c->wait || c->live);
+            /* a link being re-established is waited for too (within the close deadline) */
+            busy |= ((c->state == CONN_UP && (c->pend || c->wait || c->live)) ||
+                     c->state == CONN_BROKEN || c->state == CONN_READY);
         }
         if (!busy)
             break;
@@ -525,11 +581,22 @@ static const struct lite_tunable rdma_tunables[] = {
     {"LITETX_RDMA_CM", "0", "1: connect the queue pairs through librdmacm (rdma_cm)", LITE_TUN_BOOL,
      B, 0, 1, NULL},
     {"LITETX_RDMA_TEST_QP_ERROR", "0",
-     "for tests: force the message QP into the error state after N SENDs", LITE_TUN_SIZE, B, 0,
-     UINT32_MAX, NULL},
+     "for tests: N[:K]: force the message QP into the error state every N SENDs, K times",
+     LITE_TUN_STRING, B, 0, 0, NULL},
+    {"LITETX_RDMA_TEST_RESUME", "1", "for tests: 0: this rank never re-establishes a link",
+     LITE_TUN_BOOL, B, 0, 1, NULL},
     {NULL, NULL, NULL, 0, 0, 0, 0, NULL},
 };
 #undef B
+
+static int rdma_peer_stats(struct lite_transport *t, int peer, uint64_t *breaks, uint64_t *resumes)
+{
+    if (peer < 0 || peer >= t->world)
+        return -EINVAL;
+    *breaks = t->conns[peer].breaks;
+    *resumes = t->conns[peer].resumes;
+    return 0;
+}
 
 const struct lite_transport_ops lite_rdma_ops = {
     .size = sizeof(struct lite_transport_ops),
@@ -548,4 +615,5 @@ const struct lite_transport_ops lite_rdma_ops = {
     .mr_dereg = rdma_mr_dereg,
     .rma_post = lite_rdma_rma_post,
     .tunables = rdma_tunables,
+    .peer_stats = rdma_peer_stats,
 };

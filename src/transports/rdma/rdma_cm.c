@@ -354,8 +354,14 @@ static void on_event(struct lite_transport *t, struct rdma_cm_event *ev)
         /* a peer that finalized said BYE on the side channel first: read it */
         if (c->fd >= 0)
             lite_rdma_sc_service(t, c);
-        if (c->state != CONN_UP)
+        if (c->state == CONN_DEAD)
             return;
+        /* the side channel is open, so the process lives: the link is re-established (a peer
+         * that is gone closes it too, and the link ends then) */
+        if (!c->bye && t->reconnect_ms > 0) {
+            lite_rdma_link_break(t, c, "its rdma_cm connection was closed");
+            return;
+        }
         rc = -LITE_ERR_PEER_LOST;
         lite_fmt(w, sizeof(w), "its rdma_cm connection was closed (process gone?)");
         break;

@@ -5,6 +5,7 @@
  *   rdma_qp.c    queue pairs: creation, state transitions, re-arming, posting, wr_id encoding
  *   rdma_conn.c  the per-pair TCP side channel: handshake, re-arm requests, BYE, liveness
  *   rdma_cm.c    QPs connected through librdmacm (LITETX_RDMA_CM=1, optional)
+ *   rdma_link.c  a broken link re-established and resumed (numbered SENDs, replay)
  *   rdma_msg.c   messages: SENDs into pre-posted receives, fragments, receive windows
  *   rdma_rma.c   one-sided ops: WRITE, WRITE_WITH_IMM, READ, striping, error recovery
  *   rdma_mr.c    registrations: regions, send-buffer lookup and registration, dmabuf
@@ -95,6 +96,8 @@ struct lite_rdma_sqrec {
     bool signaled;
     struct lite_rdma_op *op; /* WR_RMA */
     uint32_t piece;          /* WR_RMA: piece index, or RDMA_IMM_PIECE */
+    uint32_t len;            /* WR_SEND: the frame's bytes (header included) */
+    uint64_t seq;            /* WR_SEND: the frame's number on the link */
 };
 #define RDMA_IMM_PIECE UINT32_MAX
 
@@ -186,7 +189,23 @@ struct lite_rdma_mr {
 
 /* ---- per peer ---- */
 
-enum { CONN_NONE = 0, CONN_UP = 1, CONN_DEAD = 2 };
+/* BROKEN: this side's QPs are reset after a break, waiting for the peer's RESUME; READY: both
+ * sides' QPs are connected again, waiting for the peer's RESUMED before posting (rdma_link.c). */
+enum { CONN_NONE = 0, CONN_UP = 1, CONN_DEAD = 2, CONN_BROKEN = 3, CONN_READY = 4 };
+
+/* A SEND frame posted before a break and not applied by the peer: posted again, in order. */
+struct lite_rdma_frame_copy {
+    struct lite_rdma_frame_copy *next;
+    uint64_t seq;
+    uint32_t len;
+    uint8_t b[];
+};
+
+/* The one-sided WRs of a rail that were in flight at a break, in posting order. */
+struct lite_rdma_replay {
+    struct lite_rdma_sqrec *rec;
+    uint32_t n, next;
+};
 
 /* Words in a peer's mailbox row: its message window, then one per rail for its immediates. */
 #define LITE_RDMA_MBOX_ROW (1 + LITE_MAX_RAILS)
@@ -241,6 +260,20 @@ struct lite_rdma_conn {
     uint32_t nagain[LITE_MAX_RAILS];
     char desc[32];
     uint64_t peer_incarnation; /* rdma_cm: from its private data (0: not yet known) */
+
+    /* the link across breaks (rdma_link.c) */
+    bool brk;                          /* a break was seen: handled by the next progress */
+    char brk_why[128];                 /* ...and why */
+    uint32_t link_epoch;               /* breaks both sides agreed on */
+    uint64_t tx_seq;                   /* SEND frames numbered so far (the next frame's number) */
+    uint64_t rx_applied;               /* the peer's SEND frames applied here */
+    uint64_t imm_done[LITE_MAX_RAILS]; /* our immediates on out[r] known complete */
+    uint64_t imm_applied[LITE_MAX_RAILS]; /* the peer's immediates counted here, per rail */
+    struct lite_rdma_frame_copy *replay;  /* frames to post again, before c->pend */
+    struct lite_rdma_replay rma_replay[LITE_MAX_RAILS];
+    int64_t down_ns, resume_deadline;
+    uint32_t attempts;
+    uint64_t breaks, resumes;
 };
 
 /* A one-sided op that finished at post time (refused locally, or nothing to move): completed
@@ -299,7 +332,11 @@ struct lite_transport {
     /* for tests: after this many SENDs, force the message QP they went on into the error state
      * (LITETX_RDMA_TEST_QP_ERROR; 0: never) */
     uint32_t test_qp_error;
+    uint32_t test_qp_errors; /* ...this many times, every test_qp_error SENDs (default 1) */
     uint64_t sends;
+    bool test_no_resume; /* LITETX_RDMA_TEST_RESUME=0: never answer a re-establishment */
+    int reconnect_ms;    /* lite_config_t.reconnect_timeout_ms (0: a break is final) */
+    bool link_work;      /* a link is broken or being re-established (rdma_link.c) */
 
     /* rdma_cm (LITETX_RDMA_CM=1; rdma_cm.c) */
     bool use_cm;
@@ -386,7 +423,35 @@ int lite_rdma_cm_connect_all(struct lite_transport *t, const uint8_t *const *pee
 int lite_rdma_cm_service(struct lite_transport *t);
 void lite_rdma_cm_close(struct lite_transport *t);
 
-enum { SC_HELLO = 1, SC_HELLO_ACK = 2, SC_REARM = 3, SC_REARM_ACK = 4, SC_BYE = 5 };
+enum {
+    SC_HELLO = 1,
+    SC_HELLO_ACK = 2,
+    SC_REARM = 3,
+    SC_REARM_ACK = 4,
+    SC_BYE = 5,
+    SC_RESUME = 6,  /* link epoch, what this side applied, its reset QPs' ends */
+    SC_RESUMED = 7, /* link epoch: this side's QPs are connected to the sender's */
+};
+/* The peer's end of c's QPs: msg, then out and in of each rail (the frame layout of HELLO). */
+int lite_rdma_sc_eps_put(struct lite_transport *t, struct lite_rdma_conn *c, uint8_t *p);
+/* Connect c's QPs to the ends at p (as written by the peer's lite_rdma_sc_eps_put). */
+int lite_rdma_sc_eps_apply(struct lite_transport *t, struct lite_rdma_conn *c, const uint8_t *p);
+#define LITE_RDMA_EP_LEN 28
+
+/* ---- rdma_link.c ---- */
+/* May the link carry new SENDs and one-sided WRs now? */
+static inline bool lite_rdma_link_ok(const struct lite_rdma_conn *c)
+{
+    return c->state == CONN_UP && !c->brk;
+}
+/* A QP of c failed, or its CM connection closed, while the peer process lives: mark the link
+ * broken (from anywhere, completions included); lite_rdma_link_run re-establishes it. */
+void lite_rdma_link_break(struct lite_transport *t, struct lite_rdma_conn *c, const char *why);
+/* Handle marked breaks and expired budgets (from progress, never inside a CQ poll). */
+int lite_rdma_link_run(struct lite_transport *t);
+int lite_rdma_link_frame(struct lite_transport *t, struct lite_rdma_conn *c, uint8_t type,
+                         const uint8_t *p, uint16_t len);
+void lite_rdma_link_free(struct lite_rdma_conn *c);
 
 /* ---- rdma_msg.c ---- */
 int lite_rdma_msg_send(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,
@@ -407,6 +472,11 @@ void lite_rdma_rma_done(struct lite_transport *t, struct lite_rdma_qp *q, uint32
                         enum ibv_wc_status st);
 /* Post ops that wait for room on c. */
 int lite_rdma_rma_flush(struct lite_transport *t, struct lite_rdma_conn *c);
+/* Post one piece of o (or its immediate) on its rail; -EAGAIN when there is no room now. */
+int lite_rdma_rma_post_piece(struct lite_transport *t, struct lite_rdma_op *o, uint32_t piece);
+/* A piece done without a completion (it was applied before a break): count it. */
+void lite_rdma_rma_piece_done(struct lite_transport *t, struct lite_rdma_op *o, uint32_t piece);
+bool lite_rdma_rma_is_imm(const struct lite_rdma_op *o, uint32_t piece);
 /* The peer answered a re-arm of rail r: reconnect, repost, finish the failed op with `code`. */
 void lite_rdma_rma_rearmed(struct lite_transport *t, struct lite_rdma_conn *c, uint32_t rail,
                            const struct lite_rdma_ep *in_ep, int code);

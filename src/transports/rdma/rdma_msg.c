@@ -23,6 +23,46 @@ static uint32_t frag_bytes(const struct lite_rdma_conn *c)
     return c->peer_slot_bytes < c->slot_bytes ? c->peer_slot_bytes : c->slot_bytes;
 }
 
+/* LITETX_RDMA_TEST_QP_ERROR=N[:K]: after every N SENDs (K times), force the message QP into
+ * the error state, as a NIC or link failure would. */
+static void test_qp_error(struct lite_transport *t, struct lite_rdma_conn *c)
+{
+    if (!t->test_qp_error || ++t->sends % t->test_qp_error != 0 ||
+        t->sends / t->test_qp_error > t->test_qp_errors)
+        return;
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+    LITE_WARN("rdma rank %d: LITETX_RDMA_TEST_QP_ERROR=%u: the message queue pair to rank %d is "
+              "forced into the error state (a test)",
+              t->rank, t->test_qp_error, c->peer);
+    ibv_modify_qp(c->msg->qp, &a, IBV_QP_STATE);
+}
+
+/* Post a frame copied before a break again, with its number; false when there is no room. */
+static bool post_copy(struct lite_transport *t, struct lite_rdma_conn *c,
+                      const struct lite_rdma_frame_copy *f, int *rc)
+{
+    struct lite_rdma_qp *q = c->msg;
+    uint32_t every = q->sq_depth / 4 ? q->sq_depth / 4 : 1;
+    *rc = 0;
+    if (lite_rdma_sq_room(q) == 0 || lite_rdma_window_avail(&c->msg_win) == 0)
+        return false;
+    uint8_t *b = tx_slot(c, (uint32_t)(q->sq_head % q->sq_depth));
+    memcpy(b, f->b, f->len);
+    struct ibv_sge sge = {.addr = (uintptr_t)b, .length = f->len, .lkey = c->slots_mr->lkey};
+    struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND};
+    if (f->len <= q->max_inline)
+        wr.send_flags = IBV_SEND_INLINE;
+    *rc = lite_rdma_post_sq(t, q, &wr, WR_SEND, (q->sq_head + 1) % every == 0, NULL, 0);
+    if (*rc)
+        return false;
+    lite_rdma_window_take(&c->msg_win, 1);
+    struct lite_rdma_sqrec *rec = &q->rec[(q->sq_head - 1) % q->sq_depth];
+    rec->len = f->len;
+    rec->seq = f->seq;
+    test_qp_error(t, c);
+    return true;
+}
+
 /* Post as many fragments of m as the window and send queue allow; true when all are posted. */
 static bool post_frags(struct lite_transport *t, struct lite_rdma_conn *c, struct lite_rdma_pend *m,
                        int *rc)
@@ -60,13 +100,10 @@ static bool post_frags(struct lite_transport *t, struct lite_rdma_conn *c, struc
             return false;
         }
         lite_rdma_window_take(&c->msg_win, 1);
-        if (t->test_qp_error && ++t->sends == t->test_qp_error) {
-            struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-            LITE_WARN("rdma rank %d: LITETX_RDMA_TEST_QP_ERROR=%u: the message queue pair to "
-                      "rank %d is forced into the error state (a test)",
-                      t->rank, t->test_qp_error, c->peer);
-            ibv_modify_qp(q->qp, &a, IBV_QP_STATE);
-        }
+        struct lite_rdma_sqrec *rec = &q->rec[(q->sq_head - 1) % q->sq_depth];
+        rec->len = (uint32_t)(h + n);
+        rec->seq = c->tx_seq++;
+        test_qp_error(t, c);
         m->started = true;
         m->done += n;
         t->budget = t->budget > h + n ? t->budget - (h + n) : 0;
@@ -80,11 +117,12 @@ int lite_rdma_msg_send(struct lite_transport *t, int peer, const struct lite_msg
     if (peer < 0 || peer >= t->world || peer == t->rank)
         return -EINVAL;
     struct lite_rdma_conn *c = &t->conns[peer];
-    if (c->state != CONN_UP)
+    if (c->state == CONN_DEAD || c->state == CONN_NONE)
         return -LITE_ERR_PEER_LOST;
     struct lite_rdma_pend m = {.hdr = *hdr, .payload = payload, .op = op};
     int rc = 0;
-    if (!c->pend && post_frags(t, c, &m, &rc)) {
+    /* a broken link queues the message: it goes once the link is resumed */
+    if (lite_rdma_link_ok(c) && !c->pend && !c->replay && post_frags(t, c, &m, &rc)) {
         /* every byte is in a send slot: the caller's buffer is free now */
         t->up->send_done(t->core, op, 0);
         return 0;
@@ -109,7 +147,7 @@ int lite_rdma_msg_send(struct lite_transport *t, int peer, const struct lite_msg
         c->pend = p;
     c->pend_tail = p;
     if (rc)
-        lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, "posting a message failed");
+        lite_rdma_link_break(t, c, "posting a message failed");
     return 0;
 }
 
@@ -166,7 +204,7 @@ static bool post_report(struct lite_transport *t, struct lite_rdma_conn *c, uint
     if (err == -EAGAIN)
         return false;
     if (err) {
-        lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, "posting a window report failed");
+        lite_rdma_link_break(t, c, "posting a window report failed");
         return false;
     }
     return true;
@@ -174,7 +212,8 @@ static bool post_report(struct lite_transport *t, struct lite_rdma_conn *c, uint
 
 void lite_rdma_report(struct lite_transport *t, struct lite_rdma_conn *c, bool force)
 {
-    if (c->state != CONN_UP)
+    /* READY: our QPs are connected and the peer may be posting already: it needs the reports */
+    if ((c->state != CONN_UP && c->state != CONN_READY) || c->brk)
         return;
     c->report_due = false;
     struct lite_rdma_rxacct *a = &c->msg_rx;
@@ -185,7 +224,7 @@ void lite_rdma_report(struct lite_transport *t, struct lite_rdma_conn *c, bool f
         else
             c->report_due = true;
     }
-    for (uint32_t r = 0; r < c->nrails && c->state == CONN_UP; r++) {
+    for (uint32_t r = 0; r < c->nrails && !c->brk && c->state != CONN_DEAD; r++) {
         a = &c->imm_rx[r];
         if (!(lite_rdma_rxacct_due(a) || (force && a->reposted != a->reported)))
             continue;
@@ -199,17 +238,33 @@ void lite_rdma_report(struct lite_transport *t, struct lite_rdma_conn *c, bool f
 
 int lite_rdma_msg_flush(struct lite_transport *t, struct lite_rdma_conn *c)
 {
-    if (c->state != CONN_UP)
+    if (!lite_rdma_link_ok(c)) {
+        if (c->report_due && c->state == CONN_READY)
+            lite_rdma_report(t, c, false);
         return 0;
+    }
     int n = 0;
-    if (c->pend || c->wait)
+    if (c->pend || c->wait || c->replay)
         n += read_mailbox(t, c);
-    while (c->pend && c->state == CONN_UP) {
+    /* frames the peer had not applied at a break: first, in their order */
+    while (c->replay && lite_rdma_link_ok(c)) {
+        int rc;
+        if (!post_copy(t, c, c->replay, &rc)) {
+            if (rc)
+                lite_rdma_link_break(t, c, "posting a message failed");
+            break;
+        }
+        struct lite_rdma_frame_copy *f = c->replay;
+        c->replay = f->next;
+        free(f);
+        n++;
+    }
+    while (c->pend && !c->replay && lite_rdma_link_ok(c)) {
         struct lite_rdma_pend *m = c->pend;
         int rc;
         if (!post_frags(t, c, m, &rc)) {
             if (rc)
-                lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, "posting a message failed");
+                lite_rdma_link_break(t, c, "posting a message failed");
             break;
         }
         c->pend = m->next;
@@ -220,7 +275,7 @@ int lite_rdma_msg_flush(struct lite_transport *t, struct lite_rdma_conn *c)
         t->up->send_done(t->core, op, 0);
         n++;
     }
-    if (c->report_due && c->state == CONN_UP)
+    if (c->report_due && lite_rdma_link_ok(c))
         lite_rdma_report(t, c, false);
     return n;
 }
@@ -247,6 +302,7 @@ void lite_rdma_msg_recv(struct lite_transport *t, struct lite_rdma_conn *c, uint
     }
     uint64_t n = len - (uint32_t)h;
     bool complete = false;
+    c->rx_applied++; /* this frame is applied below (or the link ends): never replayed to us */
     if (f.type == LITE_RDMA_FRAME_FIRST) {
         if (c->rx_active) {
             protocol_error(t, c, "a new message before the previous one ended");
@@ -282,15 +338,18 @@ void lite_rdma_msg_recv(struct lite_transport *t, struct lite_rdma_conn *c, uint
         c->rx_active = false;
         complete = true;
     }
-    /* The slot is free again: post it before the core reacts (it may send at once). */
-    int rc = lite_rdma_post_recv_msg(t, c, slot);
-    if (rc) {
-        lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, "reposting a receive failed");
-        return;
+    /* The slot is free again: post it before the core reacts (it may send at once). A broken
+     * link's QP is reset with every slot posted again instead. */
+    if (!c->brk && c->state != CONN_BROKEN) {
+        int rc = lite_rdma_post_recv_msg(t, c, slot);
+        if (rc) {
+            lite_rdma_link_break(t, c, "reposting a receive failed");
+        } else {
+            lite_rdma_rxacct_repost(&c->msg_rx);
+            if (lite_rdma_rxacct_due(&c->msg_rx))
+                lite_rdma_report(t, c, false);
+        }
     }
-    lite_rdma_rxacct_repost(&c->msg_rx);
-    if (lite_rdma_rxacct_due(&c->msg_rx))
-        lite_rdma_report(t, c, false);
     if (complete)
         t->up->recv_end(t->core, c->peer, c->rx_token);
 }

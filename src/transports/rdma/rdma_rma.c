@@ -81,7 +81,7 @@ static int post_piece(struct lite_transport *t, struct lite_rdma_op *o, uint32_t
     struct lite_rdma_conn *c = o->conn;
     uint32_t rail = piece == RDMA_IMM_PIECE ? o->piece[0].rail : o->piece[piece].rail;
     struct lite_rdma_qp *q = c->out[rail];
-    if (c->rearming[rail] || lite_rdma_sq_room(q) == 0)
+    if (!lite_rdma_link_ok(c) || c->rearming[rail] || lite_rdma_sq_room(q) == 0)
         return -EAGAIN;
     enum ibv_wr_opcode opc = piece_opcode(o, piece);
     bool imm = opc == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -105,6 +105,16 @@ static int post_piece(struct lite_transport *t, struct lite_rdma_op *o, uint32_t
     return rc;
 }
 
+int lite_rdma_rma_post_piece(struct lite_transport *t, struct lite_rdma_op *o, uint32_t piece)
+{
+    return post_piece(t, o, piece);
+}
+
+bool lite_rdma_rma_is_imm(const struct lite_rdma_op *o, uint32_t piece)
+{
+    return piece_opcode(o, piece) == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
 /* Post what the op still has to post; 0 when nothing is left, -EAGAIN when it must wait. */
 static int op_advance(struct lite_transport *t, struct lite_rdma_op *o)
 {
@@ -124,6 +134,14 @@ static int op_advance(struct lite_transport *t, struct lite_rdma_op *o)
     return 0;
 }
 
+static bool replay_left(const struct lite_rdma_conn *c)
+{
+    for (uint32_t r = 0; r < c->nrails; r++)
+        if (c->rma_replay[r].next < c->rma_replay[r].n)
+            return true;
+    return false;
+}
+
 static void wait_append(struct lite_rdma_conn *c, struct lite_rdma_op *o)
 {
     if (waiting(c, o))
@@ -141,7 +159,7 @@ static void post_failed(struct lite_transport *t, struct lite_rdma_conn *c, int 
 {
     char w[96];
     lite_fmt(w, sizeof(w), "posting a one-sided op to rank %d failed: %s", c->peer, strerror(-rc));
-    lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, w);
+    lite_rdma_link_break(t, c, w);
 }
 
 int lite_rdma_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, void *op)
@@ -149,7 +167,7 @@ int lite_rdma_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, vo
     if (r->peer < 0 || r->peer >= t->world || r->peer == t->rank)
         return -EINVAL;
     struct lite_rdma_conn *c = &t->conns[r->peer];
-    if (c->state != CONN_UP)
+    if (c->state == CONN_DEAD || c->state == CONN_NONE)
         return -LITE_ERR_PEER_LOST;
     uint32_t nr = r->nrails < c->nrails ? r->nrails : c->nrails;
     if (nr == 0)
@@ -203,7 +221,7 @@ int lite_rdma_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, vo
     if (c->live)
         c->live->prev = o;
     c->live = o;
-    rc = c->wait ? -EAGAIN : op_advance(t, o);
+    rc = c->wait || !lite_rdma_link_ok(c) || replay_left(c) ? -EAGAIN : op_advance(t, o);
     if (rc == -EAGAIN) {
         wait_append(c, o);
     } else if (rc) {
@@ -221,7 +239,28 @@ int lite_rdma_rma_post(struct lite_transport *t, const struct lite_tp_rma *r, vo
 int lite_rdma_rma_flush(struct lite_transport *t, struct lite_rdma_conn *c)
 {
     int n = 0;
-    while (c->wait && c->state == CONN_UP) {
+    /* the WRs in flight at a break, on each rail in their order, before anything new */
+    for (uint32_t r = 0; r < c->nrails && lite_rdma_link_ok(c); r++) {
+        struct lite_rdma_replay *rp = &c->rma_replay[r];
+        while (rp->next < rp->n && lite_rdma_link_ok(c)) {
+            int rc = post_piece(t, rp->rec[rp->next].op, rp->rec[rp->next].piece);
+            if (rc == -EAGAIN)
+                break;
+            if (rc) {
+                post_failed(t, c, rc);
+                return n;
+            }
+            rp->next++;
+            n++;
+        }
+        if (rp->next == rp->n && rp->rec) {
+            free(rp->rec);
+            *rp = (struct lite_rdma_replay){0};
+        }
+    }
+    if (replay_left(c))
+        return n;
+    while (c->wait && lite_rdma_link_ok(c)) {
         struct lite_rdma_op *o = c->wait;
         int rc = op_advance(t, o);
         if (rc == -EAGAIN)
@@ -291,14 +330,18 @@ void lite_rdma_rma_done(struct lite_transport *t, struct lite_rdma_qp *q, uint32
         char w[128];
         lite_fmt(w, sizeof(w), "one-sided op to rank %d failed: %s", c->peer,
                  ibv_wc_status_str(st));
-        lite_rdma_conn_fail(t, c, code, w);
+        lite_rdma_link_break(t, c, w);
         return;
     }
     if (code) {
+        if (c->brk || c->state != CONN_UP)
+            return; /* the link is being re-established: the WR is posted again */
         refused(t, q, slot, code, st);
         return;
     }
     lite_rdma_sq_retire(q, slot);
+    if (lite_rdma_rma_is_imm(o, rec->piece))
+        c->imm_done[q->rail]++;
     if (rec->piece == RDMA_IMM_PIECE)
         o->imm_posted = true;
     o->left--;
@@ -317,6 +360,14 @@ void lite_rdma_rma_done(struct lite_transport *t, struct lite_rdma_qp *q, uint32
         else
             post_failed(t, c, rc);
     }
+}
+
+void lite_rdma_rma_piece_done(struct lite_transport *t, struct lite_rdma_op *o, uint32_t piece)
+{
+    if (piece == RDMA_IMM_PIECE)
+        o->imm_posted = true;
+    if (--o->left == 0)
+        op_finish(t, o);
 }
 
 /* The refused op gives up what it has not done (it completes with the target's reason). */
@@ -377,6 +428,10 @@ void lite_rdma_rma_rearmed(struct lite_transport *t, struct lite_rdma_conn *c, u
 void lite_rdma_rma_fail(struct lite_transport *t, struct lite_rdma_conn *c, int code)
 {
     c->wait = c->wait_tail = NULL;
+    for (uint32_t r = 0; r < LITE_MAX_RAILS; r++) {
+        free(c->rma_replay[r].rec);
+        c->rma_replay[r] = (struct lite_rdma_replay){0};
+    }
     while (c->live) {
         struct lite_rdma_op *o = c->live;
         o->wnext = NULL;

@@ -1,0 +1,359 @@
+/*
+ * rdma_link.c - a link that outlives its queue pairs (docs/RDMA.md, "Breaks and resumption").
+ *
+ * A QP of a pair that goes into the error state (a forced error, a retry count exceeded, a
+ * flushed receive while the link is up), or a CM connection closed while the side channel is
+ * open, breaks the link but not the pair: the side channel (a TCP connection of the two
+ * processes) still stands, so the peer is the same process and the link is re-established:
+ *
+ *   1. each side moves every QP of the pair to the error state and takes what completed before
+ *      (a received SEND is applied, an immediate counted, a completed WR retired), then keeps
+ *      what was in flight: the bytes of every SEND frame not known complete (with its number)
+ *      and the one-sided WRs of each rail in posting order;
+ *   2. it resets the QPs (new PSNs, a new epoch that makes their flushed completions stale),
+ *      posts every receive again, and sends RESUME: the link epoch, the number of the peer's
+ *      SEND frames it applied, the number of the peer's immediates it counted per rail, and
+ *      its QPs' ends;
+ *   3. with the peer's RESUME it drops the frames the peer applied, counts the immediates the
+ *      peer counted (and the writes before them on that rail, executed in order) as complete,
+ *      connects its QPs to the peer's new ends and answers RESUMED;
+ *   4. with the peer's RESUMED the link is up: the kept frames are posted again in order before
+ *      anything new, then the kept one-sided WRs (a write rewrites the same bytes, a read reads
+ *      again, an immediate the peer did not count is sent once more).
+ *
+ * So every SEND frame is applied once, in order, and an ImmCounter counts each immediate once.
+ * A peer whose process is gone closes the side channel (EOF): the link ends at once, never
+ * resumed into another process. Past reconnect_timeout_ms the link ends: every pending op fails
+ * once with -LITE_ERR_PEER_LOST.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transports/rdma/rdma_int.h"
+
+#define RESUME_FIXED 16 /* u32 epoch | u32 rails | u64 SEND frames applied */
+
+void lite_rdma_link_break(struct lite_transport *t, struct lite_rdma_conn *c, const char *why)
+{
+    if (c->state == CONN_DEAD || c->state == CONN_NONE || c->state == CONN_BROKEN || c->brk)
+        return;
+    c->brk = true;
+    t->link_work = true;
+    lite_fmt(c->brk_why, sizeof(c->brk_why), "%s", why);
+}
+
+void lite_rdma_link_free(struct lite_rdma_conn *c)
+{
+    while (c->replay) {
+        struct lite_rdma_frame_copy *f = c->replay;
+        c->replay = f->next;
+        free(f);
+    }
+    for (uint32_t r = 0; r < LITE_MAX_RAILS; r++) {
+        free(c->rma_replay[r].rec);
+        c->rma_replay[r] = (struct lite_rdma_replay){0};
+    }
+}
+
+static int send_resume(struct lite_transport *t, struct lite_rdma_conn *c)
+{
+    uint8_t p[RESUME_FIXED + 8 * LITE_MAX_RAILS + LITE_RDMA_EP_LEN * (1 + 2 * LITE_MAX_RAILS)];
+    lite_put32(p, c->link_epoch);
+    lite_put32(p + 4, c->nrails);
+    lite_put64(p + 8, c->rx_applied);
+    size_t off = RESUME_FIXED;
+    for (uint32_t r = 0; r < c->nrails; r++, off += 8)
+        lite_put64(p + off, c->imm_applied[r]);
+    off += (size_t)lite_rdma_sc_eps_put(t, c, p + off);
+    c->attempts++;
+    return lite_rdma_sc_send(c, SC_RESUME, 0, p, (uint16_t)off);
+}
+
+/* Keep the SEND frames and one-sided WRs in flight on c's QPs (before the ones kept at an
+ * earlier break and not posted yet). */
+static int keep_in_flight(struct lite_rdma_conn *c)
+{
+    struct lite_rdma_qp *q = c->msg;
+    struct lite_rdma_frame_copy *head = NULL, **tail = &head;
+    for (uint64_t i = q->sq_tail; i < q->sq_head; i++) {
+        const struct lite_rdma_sqrec *rec = &q->rec[i % q->sq_depth];
+        if (rec->type != WR_SEND)
+            continue;
+        struct lite_rdma_frame_copy *f = malloc(sizeof(*f) + rec->len);
+        if (!f) {
+            *tail = c->replay;
+            c->replay = head;
+            return -ENOMEM;
+        }
+        f->next = NULL;
+        f->seq = rec->seq;
+        f->len = rec->len;
+        memcpy(f->b, c->slots + (size_t)(c->rx_depth + i % q->sq_depth) * c->slot_bytes, rec->len);
+        *tail = f;
+        tail = &f->next;
+    }
+    *tail = c->replay;
+    c->replay = head;
+    for (uint32_t r = 0; r < c->nrails; r++) {
+        q = c->out[r];
+        struct lite_rdma_replay *rp = &c->rma_replay[r];
+        uint32_t n = (uint32_t)(q->sq_head - q->sq_tail), old = rp->n - rp->next;
+        if (n == 0)
+            continue;
+        struct lite_rdma_sqrec *rec = calloc((size_t)n + old, sizeof(*rec));
+        if (!rec)
+            return -ENOMEM;
+        uint32_t k = 0;
+        for (uint64_t i = q->sq_tail; i < q->sq_head; i++)
+            if (q->rec[i % q->sq_depth].type == WR_RMA)
+                rec[k++] = q->rec[i % q->sq_depth];
+        for (uint32_t i = rp->next; i < rp->n; i++)
+            rec[k++] = rp->rec[i];
+        free(rp->rec);
+        *rp = (struct lite_rdma_replay){.rec = rec, .n = k, .next = 0};
+    }
+    return 0;
+}
+
+/* Break the link now (from progress): drain, keep, reset, and ask the peer to resume at
+ * `epoch`. */
+static void break_now(struct lite_transport *t, struct lite_rdma_conn *c, uint32_t epoch)
+{
+    const char *why = c->brk_why[0] ? c->brk_why : "a queue pair failed";
+    bool rearm = false;
+    for (uint32_t r = 0; r < c->nrails; r++)
+        rearm |= c->rearming[r];
+    if (t->reconnect_ms <= 0 || c->bye || c->fd < 0 || rearm) {
+        char w[192];
+        lite_fmt(w, sizeof(w), "%s%s", why,
+                 c->bye      ? ""
+                 : rearm     ? " (during a re-arm: not resumed)"
+                 : c->fd < 0 ? ""
+                             : " (reconnection off: reconnect_timeout_ms is 0)");
+        if (!c->bye)
+            LITE_WARN("rdma rank %d: link to rank %d broke: %s", t->rank, c->peer, w);
+        lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, w);
+        return;
+    }
+    int64_t now = lite_now_ns();
+    if (c->state == CONN_UP) {
+        c->down_ns = now;
+        c->resume_deadline = now + (int64_t)t->reconnect_ms * 1000000;
+        c->breaks++;
+        c->attempts = 0;
+        LITE_WARN("rdma rank %d: link to rank %d broke (epoch %u): %s; re-establishing it", t->rank,
+                  c->peer, c->link_epoch, why);
+    }
+    c->brk = true; /* while draining: completions applied, errors ignored */
+    c->state = CONN_BROKEN;
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+    ibv_modify_qp(c->msg->qp, &a, IBV_QP_STATE);
+    for (uint32_t r = 0; r < c->nrails; r++) {
+        ibv_modify_qp(c->out[r]->qp, &a, IBV_QP_STATE);
+        ibv_modify_qp(c->in[r]->qp, &a, IBV_QP_STATE);
+    }
+    for (int i = 0; i < 64 && c->state == CONN_BROKEN; i++)
+        if (lite_rdma_poll_cqs(t) == 0)
+            break;
+    if (c->state != CONN_BROKEN)
+        return; /* the drain ended the link (a refused message) */
+    int rc = keep_in_flight(c);
+    if (!rc)
+        rc = lite_rdma_qp_reset(t, c->msg);
+    for (uint32_t r = 0; !rc && r < c->nrails; r++) {
+        rc = lite_rdma_qp_reset(t, c->out[r]);
+        if (!rc)
+            rc = lite_rdma_qp_reset(t, c->in[r]);
+    }
+    for (uint32_t s = 0; !rc && s < c->rx_depth; s++)
+        rc = lite_rdma_post_recv_msg(t, c, s);
+    lite_rdma_rxacct_init(&c->msg_rx, c->rx_depth);
+    for (uint32_t r = 0; !rc && r < c->nrails; r++) {
+        rc = lite_rdma_post_recv_imm(t, c->in[r], c->imm_depth);
+        lite_rdma_rxacct_init(&c->imm_rx[r], c->imm_depth);
+    }
+    c->brk = false;
+    c->brk_why[0] = 0;
+    c->report_due = false;
+    c->link_epoch = epoch;
+    if (!rc && !t->test_no_resume)
+        rc = send_resume(t, c);
+    if (rc) {
+        char w[160];
+        lite_fmt(w, sizeof(w), "cannot re-establish the link: %s", lite_strerror(rc));
+        lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, w);
+    }
+}
+
+/* The peer applied `applied` of our SEND frames: drop those from the kept ones. */
+static int drop_applied_frames(struct lite_rdma_conn *c, uint64_t applied, char *w, size_t wl)
+{
+    while (c->replay && c->replay->seq < applied) {
+        struct lite_rdma_frame_copy *f = c->replay;
+        c->replay = f->next;
+        free(f);
+    }
+    if (applied > c->tx_seq || (c->replay && c->replay->seq != applied) ||
+        (!c->replay && applied != c->tx_seq)) {
+        lite_fmt(w, wl,
+                 "the peer applied %llu of our %llu message frames, and frames from %llu on are "
+                 "kept",
+                 (unsigned long long)applied, (unsigned long long)c->tx_seq,
+                 (unsigned long long)(c->replay ? c->replay->seq : c->tx_seq));
+        return -LITE_ERR_PROTOCOL;
+    }
+    return 0;
+}
+
+/* The peer counted `applied` of our immediates on rail r: the first ones kept were executed,
+ * and so were the writes before them (in order on one QP): complete them. Reads stay. */
+static int drop_applied_rma(struct lite_transport *t, struct lite_rdma_conn *c, uint32_t r,
+                            uint64_t applied, char *w, size_t wl)
+{
+    struct lite_rdma_replay *rp = &c->rma_replay[r];
+    if (applied < c->imm_done[r]) {
+        lite_fmt(w, wl, "the peer counted %llu immediates on rail %u, %llu completed here",
+                 (unsigned long long)applied, r, (unsigned long long)c->imm_done[r]);
+        return -LITE_ERR_PROTOCOL;
+    }
+    uint64_t k = applied - c->imm_done[r], seen = 0;
+    uint32_t end = rp->next;
+    for (uint32_t i = rp->next; i < rp->n && seen < k; i++)
+        if (lite_rdma_rma_is_imm(rp->rec[i].op, rp->rec[i].piece)) {
+            seen++;
+            end = i + 1;
+        }
+    if (seen < k) {
+        lite_fmt(w, wl, "the peer counted %llu immediates on rail %u, only %llu were sent",
+                 (unsigned long long)applied, r, (unsigned long long)(c->imm_done[r] + seen));
+        return -LITE_ERR_PROTOCOL;
+    }
+    c->imm_done[r] += k;
+    if (end == rp->next)
+        return 0;
+    /* keep the reads before `end` and everything after it; complete the writes before it */
+    uint32_t m = rp->next, ndone = 0;
+    struct lite_rdma_sqrec *done = malloc((size_t)(end - rp->next) * sizeof(*done));
+    if (!done)
+        return -ENOMEM;
+    for (uint32_t i = rp->next; i < rp->n; i++) {
+        struct lite_rdma_sqrec rec = rp->rec[i];
+        if (i < end && rec.op->kind != LITE_RMA_READ)
+            done[ndone++] = rec;
+        else
+            rp->rec[m++] = rec;
+    }
+    rp->n = m;
+    for (uint32_t i = 0; i < ndone; i++)
+        lite_rdma_rma_piece_done(t, done[i].op, done[i].piece);
+    free(done);
+    return 0;
+}
+
+static int on_resume(struct lite_transport *t, struct lite_rdma_conn *c, const uint8_t *p,
+                     uint16_t len, char *w, size_t wl)
+{
+    uint32_t e = lite_get32(p), nr = lite_get32(p + 4);
+    if (nr != c->nrails || len != RESUME_FIXED + 8 * nr + LITE_RDMA_EP_LEN * (1 + 2 * (size_t)nr)) {
+        lite_fmt(w, wl, "a RESUME of the wrong size");
+        return -LITE_ERR_PROTOCOL;
+    }
+    if ((c->state == CONN_UP || c->state == CONN_READY) && e == c->link_epoch + 1) {
+        if (c->state == CONN_UP)
+            lite_fmt(c->brk_why, sizeof(c->brk_why), "rank %d re-establishes the link", c->peer);
+        break_now(t, c, e); /* the peer saw the break first: ours now */
+        if (c->state != CONN_BROKEN)
+            return 0;
+    }
+    if (c->state != CONN_BROKEN || e != c->link_epoch) {
+        lite_fmt(w, wl, "a RESUME for link epoch %u at epoch %u", e, c->link_epoch);
+        return -LITE_ERR_PROTOCOL;
+    }
+    int rc = drop_applied_frames(c, lite_get64(p + 8), w, wl);
+    for (uint32_t r = 0; !rc && r < nr; r++)
+        rc = drop_applied_rma(t, c, r, lite_get64(p + RESUME_FIXED + 8 * r), w, wl);
+    if (rc)
+        return rc;
+    if (c->state != CONN_BROKEN)
+        return 0; /* completing an op ended the link */
+    lite_rdma_window_init(&c->msg_win, c->msg_win.depth);
+    for (uint32_t r = 0; r < nr; r++)
+        lite_rdma_window_init(&c->imm_win[r], c->imm_win[r].depth);
+    rc = lite_rdma_sc_eps_apply(t, c, p + RESUME_FIXED + 8 * nr);
+    if (rc) {
+        lite_fmt(w, wl, "cannot connect the queue pairs again: %s", lite_strerror(rc));
+        return -LITE_ERR_PEER_LOST;
+    }
+    c->state = CONN_READY;
+    uint8_t a[4];
+    lite_put32(a, e);
+    return lite_rdma_sc_send(c, SC_RESUMED, 0, a, sizeof(a));
+}
+
+int lite_rdma_link_frame(struct lite_transport *t, struct lite_rdma_conn *c, uint8_t type,
+                         const uint8_t *p, uint16_t len)
+{
+    if (t->test_no_resume)
+        return 0; /* a test: this rank never resumes */
+    char w[160] = "";
+    int rc = 0;
+    if (type == SC_RESUME) {
+        rc = len >= RESUME_FIXED ? on_resume(t, c, p, len, w, sizeof(w)) : -LITE_ERR_PROTOCOL;
+    } else if (len != 4) {
+        rc = -LITE_ERR_PROTOCOL;
+    } else if (c->state == CONN_READY && lite_get32(p) == c->link_epoch) {
+        c->state = CONN_UP;
+        c->resumes++;
+        uint64_t nf = 0, nw = 0;
+        for (struct lite_rdma_frame_copy *f = c->replay; f; f = f->next)
+            nf++;
+        for (uint32_t r = 0; r < c->nrails; r++)
+            nw += c->rma_replay[r].n - c->rma_replay[r].next;
+        LITE_WARN("rdma rank %d: link to rank %d resumed (epoch %u) after %.1f ms and %u "
+                  "attempt(s); replaying %llu message frame(s) and %llu one-sided WR(s)",
+                  t->rank, c->peer, c->link_epoch, (double)(lite_now_ns() - c->down_ns) / 1e6,
+                  c->attempts, (unsigned long long)nf, (unsigned long long)nw);
+        t->link_work = true; /* the replay goes from the next progress */
+    } else if (lite_get32(p) >= c->link_epoch) {
+        lite_fmt(w, sizeof(w), "a RESUMED for link epoch %u at epoch %u", lite_get32(p),
+                 c->link_epoch);
+        rc = -LITE_ERR_PROTOCOL;
+    }
+    if (rc && c->state != CONN_DEAD) {
+        char b[224];
+        lite_fmt(b, sizeof(b), "re-establishing the link failed: %s", w[0] ? w : lite_strerror(rc));
+        LITE_WARN("rdma rank %d: link to rank %d: %s", t->rank, c->peer, b);
+        lite_rdma_conn_fail(t, c, rc == -LITE_ERR_PROTOCOL ? rc : -LITE_ERR_PEER_LOST, b);
+    }
+    return 0;
+}
+
+int lite_rdma_link_run(struct lite_transport *t)
+{
+    if (!t->link_work)
+        return 0;
+    int n = 0;
+    bool more = false;
+    int64_t now = lite_now_ns();
+    for (int p = 0; p < t->world; p++) {
+        struct lite_rdma_conn *c = &t->conns[p];
+        if (c->brk && (c->state == CONN_UP || c->state == CONN_READY)) {
+            break_now(t, c, c->link_epoch + 1);
+            n++;
+        }
+        if ((c->state == CONN_BROKEN || c->state == CONN_READY) && now > c->resume_deadline) {
+            char w[192];
+            lite_fmt(w, sizeof(w),
+                     "no resume within reconnect_timeout_ms (%d): %u re-establishment "
+                     "attempt(s) in %.0f ms",
+                     t->reconnect_ms, c->attempts, (double)(now - c->down_ns) / 1e6);
+            LITE_WARN("rdma rank %d: link to rank %d: %s", t->rank, c->peer, w);
+            lite_rdma_conn_fail(t, c, -LITE_ERR_PEER_LOST, w);
+            n++;
+        }
+        more |= c->brk || c->state == CONN_BROKEN || c->state == CONN_READY;
+    }
+    t->link_work = more;
+    return n;
+}

@@ -54,7 +54,7 @@ cd "$BUILD"
     --env "RDMA_SUITE_NO_PERF=${RDMA_SUITE_NO_PERF:-}" \
     --env "RDMA_PERF_CM=${RDMA_PERF_CM:-}" --env "RDMA_PERF_BASE_LIB=${RDMA_PERF_BASE_LIB:-}" \
     --env "RDMA_CM_KILL_TRIALS=${RDMA_CM_KILL_TRIALS:-}" \
-    --env "RDMA_KILL_TRIALS=${RDMA_KILL_TRIALS:-}" --env "RDMA_KILL_SEED=${RDMA_KILL_SEED:-}" \
+    --env "RDMA_KILL_TRIALS=${RDMA_KILL_TRIALS:-}" --env "RDMA_RECONNECT_REPEAT=${RDMA_RECONNECT_REPEAT:-}" --env "RDMA_KILL_SEED=${RDMA_KILL_SEED:-}" \
     --env "ASAN_OPTIONS=${ASAN_OPTIONS:-}" --env "UBSAN_OPTIONS=${UBSAN_OPTIONS:-}" \
     --env "RDMA_PERF_ROUNDS=${RDMA_PERF_ROUNDS:-$([ "${RDMA_SUITE_ONLY:-}" = perf ] && echo 5 || echo 1)}" \
     "$BUILD/tests/rdma/vm_suite.sh"

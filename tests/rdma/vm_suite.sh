@@ -258,7 +258,7 @@ reconnect_case() { # reconnect_case NAME N:K [VAR=VAL ...]
     name=$1 nk=$2
     shift 2
     t "$name" 2 120 LITETX_RDMA_TEST_QP_ERROR=$nk RECONNECT_MIN_BREAKS=1 "$@" -- \
-        "$B/tests/reconnect/reconnect_test" mixed 4 1 0 24
+        "$B/tests/reconnect/reconnect_test" mixed $((port % 97)) 1 0 24
     grep -h "break(s)" "$OUT/$name.log" | sed "s/^/RDMA-TEST $name: /"
 }
 
@@ -323,6 +323,19 @@ if [ "${RDMA_SUITE_ONLY:-}" = qp_error ]; then
     qp_error final qp_error.final 40
     reconnect_case reconnect.mixed 25:4
     reconnect_case cm.reconnect.mixed 25:4 LITETX_RDMA_CM=1
+    echo "rdma vm suite: $pass passed, $fail failed, $skip skipped"
+    [ $fail -eq 0 ]
+    exit
+fi
+
+if [ "${RDMA_SUITE_ONLY:-}" = reconnect ]; then # breaks under mixed traffic only
+    reconnect_case reconnect.mixed 25:4
+    reconnect_case cm.reconnect.mixed 25:4 LITETX_RDMA_CM=1
+    i=0
+    while [ $i -lt "${RDMA_RECONNECT_REPEAT:-1}" ]; do
+        reconnect_case reconnect.mixed.r$i 25:6
+        i=$((i + 1))
+    done
     echo "rdma vm suite: $pass passed, $fail failed, $skip skipped"
     [ $fail -eq 0 ]
     exit

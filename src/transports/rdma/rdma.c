@@ -131,6 +131,11 @@ static void on_wc(struct lite_transport *t, const struct ibv_wc *wc)
         return;
     if (!ok && (c->brk || c->state == CONN_BROKEN || stale))
         return;
+    /* A success of an epoch that a break ended, seen only after the reset (the device was
+     * still finishing it): this side's RESUME did not count it, so the peer sends it again
+     * (a frame, an immediate) or this side posts it again (a SEND): taken then, not now. */
+    if (stale && (q->kind == QP_MSG || q->link_reset) && WRID_TYPE(wc->wr_id) != WR_RMA)
+        return;
     uint32_t slot = WRID_SLOT(wc->wr_id);
     switch (WRID_TYPE(wc->wr_id)) {
     case WR_RECV_MSG:

@@ -494,6 +494,7 @@ static int on_rearm(struct lite_transport *t, struct lite_rdma_conn *c, uint8_t 
     if (c->state != CONN_UP)
         return 0;
     int rc = lite_rdma_qp_reset(t, q);
+    q->link_reset = false;
     if (!rc)
         rc = lite_rdma_post_recv_imm(t, q, c->imm_depth);
     if (!rc)

@@ -120,8 +120,9 @@ struct lite_rdma_qp {
     uint32_t idx; /* index in tp->qps, carried in every wr_id */
     uint8_t kind; /* QP_MSG / QP_OUT / QP_IN */
     uint8_t rail;
-    uint16_t epoch; /* bumped at every re-arm; completions of an older epoch are ignored */
-    uint32_t psn;   /* this end's starting PSN */
+    uint16_t epoch;  /* bumped at every re-arm; completions of an older epoch are ignored */
+    bool link_reset; /* the last reset was a link's break (rdma_link.c), not a re-arm */
+    uint32_t psn;    /* this end's starting PSN */
     uint32_t max_inline;
     uint32_t sq_depth;
     uint64_t sq_head, sq_tail; /* WRs posted / known complete (monotonic) */

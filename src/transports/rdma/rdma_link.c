@@ -153,9 +153,17 @@ static void break_now(struct lite_transport *t, struct lite_rdma_conn *c, uint32
         ibv_modify_qp(c->out[r]->qp, &a, IBV_QP_STATE);
         ibv_modify_qp(c->in[r]->qp, &a, IBV_QP_STATE);
     }
-    for (int i = 0; i < 64 && c->state == CONN_BROKEN; i++)
-        if (lite_rdma_poll_cqs(t) == 0)
+    /* The device may still be finishing a WR it had started: take completions until none
+     * came for 2 ms (at most 100 ms). One that comes even later is of the old epoch, and
+     * on_wc leaves it to the replay. */
+    int64_t quiet = now, end = now + 100000000;
+    while (c->state == CONN_BROKEN) {
+        int64_t at = lite_now_ns();
+        if (lite_rdma_poll_cqs(t) > 0)
+            quiet = at;
+        else if (at - quiet > 2000000 || at > end)
             break;
+    }
     if (c->state != CONN_BROKEN)
         return; /* the drain ended the link (a refused message) */
     int rc = keep_in_flight(c);
@@ -165,6 +173,7 @@ static void break_now(struct lite_transport *t, struct lite_rdma_conn *c, uint32
         rc = lite_rdma_qp_reset(t, c->out[r]);
         if (!rc)
             rc = lite_rdma_qp_reset(t, c->in[r]);
+        c->out[r]->link_reset = c->in[r]->link_reset = true;
     }
     for (uint32_t s = 0; !rc && s < c->rx_depth; s++)
         rc = lite_rdma_post_recv_msg(t, c, s);
@@ -282,8 +291,17 @@ static int on_resume(struct lite_transport *t, struct lite_rdma_conn *c, const u
         lite_rdma_window_init(&c->imm_win[r], c->imm_win[r].depth);
     rc = lite_rdma_sc_eps_apply(t, c, p + RESUME_FIXED + 8 * nr);
     if (rc) {
-        lite_fmt(w, wl, "cannot connect the queue pairs again: %s", lite_strerror(rc));
-        return -LITE_ERR_PEER_LOST;
+        /* Seen on Soft-RoCE: a QP back in the error state after its reset (the device was
+         * still finishing a packet). Break again: the peer, connected and waiting for our
+         * RESUMED, gets a RESUME for the next epoch instead (within the budget). */
+        LITE_WARN("rdma rank %d: link to rank %d: connecting the queue pairs again failed (%s); "
+                  "breaking it again",
+                  t->rank, c->peer, lite_strerror(rc));
+        c->state = CONN_READY;
+        c->brk = true;
+        t->link_work = true;
+        lite_fmt(c->brk_why, sizeof(c->brk_why), "connecting the queue pairs again failed");
+        return 0;
     }
     c->state = CONN_READY;
     uint8_t a[4];

@@ -106,8 +106,15 @@ static int modify(struct lite_transport *t, struct lite_rdma_qp *q, struct ibv_q
     int err = ibv_modify_qp(q->qp, a, mask);
     if (err) {
         int rc = lite_rdma_errno(err);
-        LITE_ERROR("rdma rank %d: queue pair to rank %d (rail %u): %s failed: %s", t->rank,
-                   q->conn->peer, q->rail, step, strerror(-rc));
+        struct ibv_qp_attr qa;
+        struct ibv_qp_init_attr ia;
+        int st = ibv_query_qp(q->qp, &qa, IBV_QP_STATE, &ia) == 0 ? (int)qa.qp_state : -1;
+        LITE_ERROR("rdma rank %d: %s queue pair to rank %d (rail %u, state %d): %s failed: %s",
+                   t->rank,
+                   q->kind == QP_MSG   ? "message"
+                   : q->kind == QP_OUT ? "out"
+                                       : "in",
+                   q->conn->peer, q->rail, st, step, strerror(-rc));
         return rc;
     }
     return 0;

@@ -16,6 +16,7 @@
 #define LITE_COLL_H
 
 #include "ctx.h"
+#include "request.h"
 
 /* Collective tags: the collective's sequence number (identical on every rank, since all ranks
  * start collectives in the same order) in the high bits, the step within it in the low 24, so
@@ -225,5 +226,13 @@ static inline bool lite_coll_overlap(const void *a, size_t alen, const void *b, 
     uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
     return alen && blen && x < y + blen && y < x + alen;
 }
+
+/* Collective requests (coll_engine.c): lite_test, lite_wait and lite_cancel hand requests of
+ * kind LITE_REQ_COLL to these. lite_coll_fini drops a context's unfinished collectives. */
+int lite_coll_test(struct lite_ctx *ctx, struct lite_request *req, lite_status_t *status);
+int lite_coll_wait(struct lite_ctx *ctx, struct lite_request *req, int timeout_ms,
+                   lite_status_t *status);
+int lite_coll_cancel(struct lite_ctx *ctx, struct lite_request *req);
+void lite_coll_fini(struct lite_ctx *ctx);
 
 #endif /* LITE_COLL_H */

@@ -37,7 +37,11 @@
 
 #include "coll.h"
 #include "gpu_stage.h"
+#include "match.h"
+#include "post.h"
+#include "progress.h"
 #include "reduce.h"
+#include "rndv.h"
 
 #define DUE_NEVER UINT32_MAX
 #define DRAIN_NS  (200 * 1000000LL) /* how long an error waits for in-flight transfers */
@@ -374,7 +378,7 @@ static int soft_fail(struct lite_coll_op *op, int peer, const char *fmt, ...)
         struct lite_coll_pend *p = &op->pend[i];
         if (p->r->peer == peer && p->r->kind == LITE_REQ_RECV && p->r->state == LITE_REQ_POSTED &&
             p->role == LITE_COLL_DATA) {
-            lite_cancel(op->ctx, p->r);
+            lite_request_cancel(op->ctx, p->r);
             op->pend[i] = op->pend[--op->npend];
         } else {
             i++;
@@ -598,7 +602,7 @@ static bool withdraw_side(struct lite_coll_op *op)
         struct lite_coll_pend *p = &op->pend[i];
         bool side = p->role == LITE_COLL_GUARD || p->role == LITE_COLL_NOTICE;
         if (side && p->r->state == LITE_REQ_POSTED) {
-            lite_cancel(op->ctx, p->r);
+            lite_request_cancel(op->ctx, p->r);
             op->pend[i] = op->pend[--op->npend];
             op->nside--;
         } else {
@@ -725,7 +729,7 @@ static int withdraw(struct lite_coll_op *op)
         struct lite_request *r = op->pend[i].r;
         if (r->state == LITE_REQ_DONE ||
             (r->kind == LITE_REQ_RECV && r->state == LITE_REQ_POSTED) || lite_flow_send_parked(r)) {
-            lite_cancel(op->ctx, r); /* releases a finished request too */
+            lite_request_cancel(op->ctx, r); /* releases a finished request too */
             op->pend[i] = op->pend[--op->npend];
         } else {
             i++;

@@ -10,7 +10,17 @@
 #include <unistd.h>
 
 #include "bootstrap.h"
+#include "coll.h"
+#include "context.h"
+#include "credits.h"
 #include "ctx.h"
+#include "immcounter.h"
+#include "mr.h"
+#include "p2p.h"
+#include "request.h"
+#include "rma_emu.h"
+#include "rndv.h"
+#include "upcall.h"
 #include "gpu_stage.h"
 #include "registry.h"
 #include "tunables.h"
@@ -180,6 +190,10 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     struct lite_ctx *ctx = calloc(1, sizeof(*ctx));
     if (!ctx)
         return -ENOMEM;
+    /* The modules above that lower ones reach through the context (ctx.h). */
+    ctx->up = &lite_core_upcalls;
+    ctx->peer_fail_run = lite_peer_fail_run;
+    ctx->stage_end = lite_stage_req_end;
     lite_env_error_reset();
     int rc = lite_settings_resolve(cfg, env_lookup, NULL, &ctx->s, why, sizeof(why));
     if (rc) {

@@ -13,6 +13,9 @@
 #include <string.h>
 
 #include "ctx.h"
+#include "match.h"
+#include "post.h"
+#include "request.h"
 #include "gpu.h"
 #include "gpu_stage.h"
 #include "reduce.h"

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx.h"
+#include "immcounter.h"
+#include "progress.h"
+#include "request.h"
 
 #define IMM_DEFAULT_MAX 65536u
 

@@ -18,8 +18,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctx.h"
 #include "gpu.h"
+#include "mr.h"
+#include "progress.h"
+#include "request.h"
 
 #define RDESC_MAGIC   0x4452544cu /* "LTRD" */
 #define RDESC_SUM_OFF 104

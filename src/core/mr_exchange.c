@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "coll.h"
-#include "ctx.h"
+#include "mr.h"
 
 LITE_API int lite_mr_exchange(lite_ctx_t *ctx, const lite_mr_t *mr, lite_rdesc_t *descs,
                               int timeout_ms)

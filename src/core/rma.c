@@ -6,7 +6,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "ctx.h"
+#include "immcounter.h"
+#include "mr.h"
+#include "request.h"
+#include "rma_emu.h"
 
 /* One op to post: where it goes and whether more of its batch follow at once. */
 struct one_op {

@@ -33,7 +33,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx.h"
+#include "credits.h"
+#include "immcounter.h"
+#include "mr.h"
+#include "request.h"
+#include "rma_emu.h"
 
 enum {
     CT_WRITE = LITE_CTRL_EMU_FIRST,
@@ -125,7 +129,7 @@ static void op_put(struct lite_ctx *ctx, struct lite_emu_op *e)
     if (--e->pending > 0)
         return;
     if (e->kind == OP_WRITE || e->kind == OP_READ)
-        lite_core_upcalls.send_done((struct lite_core *)ctx, e->op, e->status);
+        ctx->up->send_done((struct lite_core *)ctx, e->op, e->status);
     else if (e->kind == OP_SERVE && e->token)
         lite_mr_target_done((struct lite_core *)ctx, e->token);
     op_free(ctx, e);

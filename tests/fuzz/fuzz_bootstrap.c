@@ -12,6 +12,7 @@
  * shorter, the settings header gone; every code is one the callers know.
  */
 #include "bootstrap.h"
+#include "context.h"
 #include "ctx.h"
 #include "fuzz_check.h"
 

@@ -9,6 +9,7 @@
  * bit 3 the owner. Repairs are applied version, transport, owner first, checksum last.
  */
 #include "ctx.h"
+#include "mr.h"
 #include "fuzz_check.h"
 
 #define RDESC_MAGIC   0x4452544cu /* the layout documented in src/core/mr.c */

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "credits.h"
 #include "ctx.h" /* the backend table the context calls, to count FINs for one check below */
 #include "mp_common.h"
 #include "reduce.h"

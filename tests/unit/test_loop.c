@@ -27,6 +27,7 @@
 
 #include <cmocka.h>
 
+#include "credits.h"
 #include "ctx.h"
 #include "litetx/litetx.h"
 #include "loop_job.h"

@@ -1,15 +1,6 @@
 /*
- * flow.c - credit-based flow control and the rendezvous protocol for large messages.
- *
- * CREDITS. Each rank grants every peer `credits_max` eager slots. A message on the user or
- * collective channel (an eager message, or the announcement of a large one) takes a slot; the
- * receiver frees it when the message no longer occupies its memory (placed in a posted receive,
- * or delivered out of the unexpected queue) and returns freed slots piggy-backed on its next
- * message to that peer, or in a CREDIT control message once half the window is owed. A sender
- * without credit queues the send (the call still returns 0; the request completes later), in
- * posting order. The receiver enforces the grant: a peer exceeding its slots, or sending an
- * eager message at or above the rendezvous threshold, is refused as a protocol violation. So the
- * unexpected-message memory a peer can pin here is at most credits_max x rndv_threshold bytes.
+ * rndv.c - the rendezvous protocol for large messages, above the credits (credits.c) that its
+ * announcements and control messages take or carry.
  *
  * RENDEZVOUS. A message of rndv_threshold bytes or more is announced (RTS: length and id); the
  * receiver, once a receive matches it, registers the receive buffer and answers CTS with its
@@ -37,18 +28,21 @@
  * ranks disagree on the size) still matches it, and the announcement is withdrawn. Withdrawing
  * deregisters the buffer; a write still on its way is then refused by the target (that is why
  * the transport must make such a refusal harmless) and its FIN is ignored.
- *
- * Control messages travel on LITE_CHAN_CTRL, take no credit, and are handled at once.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx.h"
+#include "credits.h"
+#include "mr.h"
+#include "request.h"
+#include "rma_emu.h"
+#include "rndv.h"
 
 #define CTS_LEN (8 + 8 + 8 + LITE_RDESC_SIZE) /* sender id, receiver id, status, descriptor */
 #define RTR_LEN (8 + 8 + 8 + LITE_RDESC_SIZE) /* tag, receiver id, length, descriptor */
 #define FIN_LEN 24                            /* receiver id, status, bytes written */
+_Static_assert(CTS_LEN <= LITE_RNDV_MSG_MAX && RTR_LEN <= LITE_RNDV_MSG_MAX, "lite_rndv.msg");
 
 /* An RTR kept by the sender until its send is posted. */
 struct lite_rtr {
@@ -57,21 +51,6 @@ struct lite_rtr {
     struct lite_rtr *next;
 };
 
-/* Rendezvous state of one request. */
-struct lite_rndv {
-    uint8_t stage;    /* enum below */
-    uint64_t id;      /* sender: our id (in RTS); receiver: our id (in CTS) */
-    uint64_t peer_id; /* the other side's id */
-    lite_mr_t *mr;    /* receiver: the registration of the receive buffer */
-    int status;       /* sender: status of the write, carried in FIN */
-    int pending;      /* sender, ST_WRITE_FIN: write and FIN not yet complete */
-    bool rts_done;    /* sender: the backend finished sending the RTS */
-    bool cts_seen;    /* sender: the CTS arrived; `write` is ready */
-    bool cts_ended;   /* sender: the CTS refused or was bad; done (with `status`) once the RTS is */
-    bool abandoned;   /* sender: the caller gave up (lite_flow_abandon): never read its buffer */
-    struct lite_tp_rma write;
-    uint8_t msg[CTS_LEN]; /* payload of the RTS / CTS / FIN this side sends */
-};
 /* Stages of a rendezvous request. */
 enum {
     ST_RTS = 1,       /* sender: RTS sent, waiting for CTS */
@@ -82,142 +61,6 @@ enum {
     ST_PARK = 6,      /* sender, collective: waiting for the receiver's RTR */
     ST_RTR = 7        /* receiver, collective: RTR sent, still posted, waiting for FIN */
 };
-
-int lite_flow_init(struct lite_ctx *ctx, char *why, size_t why_len)
-{
-    ctx->credits_max = (uint32_t)ctx->s.credits;
-    ctx->rndv_threshold = (size_t)ctx->s.rndv_threshold;
-    for (int i = 0; i < ctx->s.world_size; i++)
-        ctx->peers[i].credits = ctx->credits_max;
-    return 0;
-}
-
-/* Credits owed to the peer, taken for piggy-backing on a message to it. */
-static uint16_t take_owed(struct lite_peer *p)
-{
-    uint32_t n = p->credits_owed > 0xffff ? 0xffff : p->credits_owed;
-    p->credits_owed -= n;
-    p->rx_outstanding -= n;
-    return (uint16_t)n;
-}
-
-/* A control message to `peer`; `payload` must live until the backend is done with it, so it
- * is the request's own buffer (or NULL). `op` NULL: fire and forget through a heap request. */
-static int send_ctrl(struct lite_ctx *ctx, int peer, uint8_t type, const void *payload, size_t len,
-                     struct lite_request *op)
-{
-    struct lite_peer *p = &ctx->peers[peer];
-    if (p->lost)
-        return p->lost_code;
-    struct lite_request *r = op;
-    if (!r) {
-        r = lite_request_new(ctx, LITE_REQ_SEND, LITE_CHAN_CTRL, peer, 0, NULL, 0);
-        if (!r)
-            return -ENOMEM;
-        r->pending_ops = 1;
-        r->kind = 0; /* internal: released by flow_send_done */
-    }
-    struct lite_msg_hdr h = {.tag = ++p->ctrl_seq,
-                             .len = len,
-                             .channel = LITE_CHAN_CTRL,
-                             .flags = type,
-                             .credits = take_owed(p)};
-    int rc = ctx->ops.msg_send(ctx->tp, peer, &h, payload, r);
-    if (rc) { /* the credits did not leave: still owed */
-        p->credits_owed += h.credits;
-        p->rx_outstanding += h.credits;
-    }
-    if (rc && !op)
-        lite_request_release(ctx, r);
-    return rc;
-}
-
-int lite_flow_ctrl_send(struct lite_ctx *ctx, int peer, uint8_t type, const void *payload,
-                        size_t len, struct lite_emu_op *emu)
-{
-    struct lite_request *r = lite_request_new(ctx, LITE_REQ_SEND, LITE_CHAN_CTRL, peer, 0, NULL, 0);
-    if (!r)
-        return -ENOMEM;
-    r->pending_ops = 1;
-    r->kind = 0; /* internal: released by up_send_done, which tells `emu` first */
-    r->emu = emu;
-    int rc = send_ctrl(ctx, peer, type, payload, len, r);
-    if (rc)
-        lite_request_release(ctx, r);
-    return rc;
-}
-
-/* A message that did not leave: its credit is ours again and the credits it carried still owed. */
-static void unsent(struct lite_peer *p, uint16_t carried)
-{
-    p->credits++;
-    p->credits_owed += carried;
-    p->rx_outstanding += carried;
-}
-
-/* Hand a user/collective message to the backend now: eager, or an RTS for a large one. */
-static int post_now(struct lite_ctx *ctx, struct lite_request *r)
-{
-    struct lite_peer *p = &ctx->peers[r->peer];
-    struct lite_msg_hdr h = {.tag = r->tag, .channel = r->channel};
-    const void *payload = r->buf;
-    h.len = r->len;
-    if (r->rndv) {
-        h.flags = LITE_MSGF_RTS;
-        h.len = 16;
-        payload = r->rndv->msg;
-    }
-    p->credits--;
-    h.credits = take_owed(p);
-    int rc = ctx->ops.msg_send(ctx->tp, r->peer, &h, payload, r);
-    if (rc)
-        unsent(p, h.credits);
-    return rc;
-}
-
-/* Take r off a list if it is there (a backend that failed the peer inside msg_send may have
- * emptied the list already). */
-static void unlink_req(struct lite_request **head, struct lite_request *r)
-{
-    for (struct lite_request **pp = head; *pp; pp = &(*pp)->next)
-        if (*pp == r) {
-            *pp = r->next;
-            r->next = NULL;
-            return;
-        }
-}
-
-/* Post r now. A large send is listed for its CTS before it goes (the answer may come at once)
- * and unlisted again if it failed or a backend already finished it. */
-static int post_listed(struct lite_ctx *ctx, struct lite_peer *p, struct lite_request *r)
-{
-    if (r->rndv) {
-        r->next = p->rndv_send;
-        p->rndv_send = r;
-    }
-    int rc = post_now(ctx, r);
-    if (r->rndv && (rc || r->state == LITE_REQ_DONE))
-        unlink_req(&p->rndv_send, r);
-    return rc;
-}
-
-/* Send what waits for credit, in order, as far as the credit goes. */
-static void drain(struct lite_ctx *ctx, int peer)
-{
-    struct lite_peer *p = &ctx->peers[peer];
-    while (p->sendq && p->credits > 0 && !p->lost) {
-        struct lite_request *r = p->sendq;
-        p->sendq = r->next;
-        if (!p->sendq)
-            p->sendq_tail = NULL;
-        r->next = NULL;
-        int rc = post_listed(ctx, p, r);
-        if (rc) {
-            lite_fail(ctx, rc, "queued send to rank %d failed: %s", peer, lite_strerror(rc));
-            lite_request_finish(r, rc);
-        }
-    }
-}
 
 static bool rtr_mode(const struct lite_ctx *ctx, uint8_t chan, size_t len)
 {
@@ -277,16 +120,7 @@ int lite_flow_send(struct lite_ctx *ctx, struct lite_request *r)
         lite_put64(r->rndv->msg, r->len);
         lite_put64(r->rndv->msg + 8, r->rndv->id);
     }
-    if (p->credits == 0 || p->sendq) {
-        /* Out of credit: queue behind what already waits, so order is kept. */
-        if (p->sendq_tail)
-            p->sendq_tail->next = r;
-        else
-            p->sendq = r;
-        p->sendq_tail = r;
-        return 0;
-    }
-    return post_listed(ctx, p, r);
+    return lite_credit_send(ctx, r); /* now, or when credit returns */
 }
 
 int lite_flow_inject(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, const void *buf,
@@ -300,55 +134,11 @@ int lite_flow_inject(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag,
         rtr_purge(p, tag + 1); /* as lite_flow_send: a tag that goes eager drops its RTR */
     struct lite_msg_hdr h = {.tag = tag, .len = len, .channel = chan};
     p->credits--;
-    h.credits = take_owed(p);
+    h.credits = lite_credit_take_owed(p);
     int rc = ctx->ops.msg_inject(ctx->tp, peer, &h, buf);
     if (rc)
-        unsent(p, h.credits);
+        lite_credit_unsent(p, h.credits);
     return rc;
-}
-
-/* Which rule an arriving message broke (out of line: lite_flow_admit, on every message's path,
- * stays a few loads and one branch). */
-static __attribute__((noinline, cold)) int admit_refused(struct lite_ctx *ctx, int peer,
-                                                         const struct lite_msg_hdr *hdr)
-{
-    const struct lite_peer *p = &ctx->peers[peer];
-    if ((uint64_t)p->credits + hdr->credits > ctx->credits_max)
-        lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d returned more credits than it had", peer);
-    else if (p->rx_outstanding >= ctx->credits_max)
-        lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d sent beyond its %u credits", peer,
-                  ctx->credits_max);
-    else if (hdr->flags & ~LITE_MSGF_RTS)
-        lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d sent unknown message flags", peer);
-    else
-        lite_fail(ctx, -LITE_ERR_PROTOCOL,
-                  "rank %d sent a %llu-byte eager message (rendezvous threshold %zu)", peer,
-                  (unsigned long long)hdr->len, ctx->rndv_threshold);
-    return -LITE_ERR_PROTOCOL;
-}
-
-int lite_flow_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr)
-{
-    struct lite_peer *p = &ctx->peers[peer];
-    uint64_t credits = (uint64_t)p->credits + hdr->credits;
-    if (credits > ctx->credits_max || p->rx_outstanding >= ctx->credits_max ||
-        (hdr->flags & ~LITE_MSGF_RTS) ||
-        (!(hdr->flags & LITE_MSGF_RTS) && hdr->len >= ctx->rndv_threshold))
-        return admit_refused(ctx, peer, hdr);
-    p->credits = (uint32_t)credits;
-    if (hdr->credits && p->sendq)
-        drain(ctx, peer);
-    p->rx_outstanding++;
-    return 0;
-}
-
-void lite_flow_freed(struct lite_ctx *ctx, int peer)
-{
-    struct lite_peer *p = &ctx->peers[peer];
-    p->credits_owed++;
-    /* Return credit explicitly once half the window is owed and no message carried it. */
-    if (p->credits_owed >= ctx->credits_max / 2 && !p->lost)
-        send_ctrl(ctx, peer, LITE_CTRL_CREDIT, NULL, 0, NULL);
 }
 
 /* Refuse a rendezvous nobody will receive (its collective ended without it): the sender's send
@@ -360,21 +150,6 @@ void lite_flow_rts_refuse(struct lite_ctx *ctx, int peer, uint64_t len, uint64_t
         return;
     lite_flow_rts_matched(ctx, r, len ? len : 1, id); /* longer than 0 bytes: refused */
     lite_request_release(ctx, r);
-}
-
-/* A wait is about to sleep: return what we owe to a peer that has no credit left. Credits go
- * back on their own only at half the window; receives may take a peer's messages in any tag
- * order, so a receiver can owe fewer than half while the rest of the window sits unexpected
- * here, and the sender's next message, the one we wait for, would wait for a credit that
- * never comes. */
-void lite_flow_idle(struct lite_ctx *ctx)
-{
-    for (int i = 0; i < ctx->s.world_size; i++) {
-        struct lite_peer *p = &ctx->peers[i];
-        if (p->credits_owed && p->rx_outstanding >= ctx->credits_max && !p->lost &&
-            i != ctx->s.rank)
-            send_ctrl(ctx, i, LITE_CTRL_CREDIT, NULL, 0, NULL);
-    }
 }
 
 /* ---- rendezvous, receiver side ---- */
@@ -424,7 +199,7 @@ void lite_flow_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_
             rc = -ENOMEM;
         }
         if (!rc)
-            rc = send_ctrl(ctx, r->peer, LITE_CTRL_CTS, payload, CTS_LEN, cts);
+            rc = lite_ctrl_send(ctx, r->peer, LITE_CTRL_CTS, payload, CTS_LEN, cts);
         if (rc)
             lite_request_release(ctx, cts);
     }
@@ -480,7 +255,7 @@ static void start_write(struct lite_ctx *ctx, struct lite_request *r)
     lite_put64(rv->msg, rv->peer_id);
     lite_put64(rv->msg + 8, 0);
     lite_put64(rv->msg + 16, r->len);
-    rc = send_ctrl(ctx, r->peer, LITE_CTRL_FIN, rv->msg, FIN_LEN, r);
+    rc = lite_ctrl_send(ctx, r->peer, LITE_CTRL_FIN, rv->msg, FIN_LEN, r);
     if (rc) {
         /* No FIN completion will come: the write's (or this, if it came already) ends it. */
         if (!rv->status)
@@ -506,7 +281,7 @@ static void rtr_write(struct lite_ctx *ctx, struct lite_request *r, const struct
         lite_put64(rv->msg, rv->peer_id);
         lite_put64(rv->msg + 8, (uint64_t)(int64_t)-LITE_ERR_TRUNCATED);
         lite_put64(rv->msg + 16, 0);
-        rc = send_ctrl(ctx, r->peer, LITE_CTRL_FIN, rv->msg, FIN_LEN, r);
+        rc = lite_ctrl_send(ctx, r->peer, LITE_CTRL_FIN, rv->msg, FIN_LEN, r);
         if (rc)
             lite_request_finish(r, rc);
         return;
@@ -585,7 +360,7 @@ bool lite_flow_rtr_post(struct lite_ctx *ctx, struct lite_request *r)
     memcpy(rv->msg + 24, desc.bytes, LITE_RDESC_SIZE);
     r->rndv = rv;
     req->pending_ops = 1;
-    if (send_ctrl(ctx, r->peer, LITE_CTRL_RTR, rv->msg, RTR_LEN, req)) {
+    if (lite_ctrl_send(ctx, r->peer, LITE_CTRL_RTR, rv->msg, RTR_LEN, req)) {
         lite_request_release(ctx, req);
         lite_flow_rtr_withdraw(ctx, r);
         return false;
@@ -640,39 +415,13 @@ static struct lite_request *take_announced(struct lite_peer *p, uint64_t id)
 
 /* ---- control messages ---- */
 
-int lite_flow_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr, void **dst)
+bool lite_rndv_ctrl_ok(const struct lite_msg_hdr *hdr)
 {
-    struct lite_peer *p = &ctx->peers[peer];
     size_t want = hdr->flags == LITE_CTRL_CTS   ? CTS_LEN
                   : hdr->flags == LITE_CTRL_FIN ? FIN_LEN
                   : hdr->flags == LITE_CTRL_RTR ? RTR_LEN
                                                 : 0;
-    /* Emulated one-sided messages only where this context emulates (the peer runs the same
-     * backend): a native backend's peer has no business sending them. */
-    bool emu = hdr->flags >= LITE_CTRL_EMU_FIRST && hdr->flags <= LITE_CTRL_EMU_LAST && ctx->emu;
-    if (!emu && (hdr->flags < LITE_CTRL_CTS || hdr->flags > LITE_CTRL_RTR || hdr->len != want)) {
-        lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d sent a malformed control message", peer);
-        return -LITE_ERR_PROTOCOL;
-    }
-    if (p->rcvd_any[LITE_CHAN_CTRL] && hdr->tag <= p->last_rcvd_tag[LITE_CHAN_CTRL]) {
-        lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d repeated a control message", peer);
-        return -LITE_ERR_PROTOCOL;
-    }
-    p->rcvd_any[LITE_CHAN_CTRL] = true;
-    p->last_rcvd_tag[LITE_CHAN_CTRL] = hdr->tag;
-    if (hdr->credits) {
-        p->credits += hdr->credits;
-        if (p->credits > ctx->credits_max) {
-            lite_fail(ctx, -LITE_ERR_PROTOCOL, "rank %d returned more credits than it had", peer);
-            return -LITE_ERR_PROTOCOL;
-        }
-        drain(ctx, peer);
-    }
-    p->rx_hdr = *hdr;
-    if (emu)
-        return lite_emu_ctrl_begin(ctx, peer, hdr, dst);
-    *dst = want ? p->rx_small : NULL;
-    return 0;
+    return hdr->flags >= LITE_CTRL_CTS && hdr->flags <= LITE_CTRL_RTR && hdr->len == want;
 }
 
 /* An abandoned send (lite_flow_abandon) got its CTS: a FIN that cancels, so the receiver's
@@ -685,7 +434,7 @@ static void cancel_fin(struct lite_ctx *ctx, struct lite_request *r)
     lite_put64(rv->msg, rv->peer_id);
     lite_put64(rv->msg + 8, (uint64_t)(int64_t)-LITE_ERR_CANCELLED);
     lite_put64(rv->msg + 16, 0);
-    if (send_ctrl(ctx, r->peer, LITE_CTRL_FIN, rv->msg, FIN_LEN, r))
+    if (lite_ctrl_send(ctx, r->peer, LITE_CTRL_FIN, rv->msg, FIN_LEN, r))
         lite_request_release(ctx, r);
 }
 
@@ -706,8 +455,6 @@ int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
 {
     struct lite_peer *p = &ctx->peers[peer];
     const uint8_t *m = p->rx_small;
-    if (p->rx_hdr.flags >= LITE_CTRL_EMU_FIRST)
-        return lite_emu_ctrl_end(ctx, peer);
     switch (p->rx_hdr.flags) {
     case LITE_CTRL_CREDIT:
         break;
@@ -822,7 +569,7 @@ bool lite_flow_send_done(struct lite_ctx *ctx, struct lite_request *r, int statu
         lite_put64(rv->msg, rv->peer_id);
         lite_put64(rv->msg + 8, (uint64_t)(int64_t)status);
         lite_put64(rv->msg + 16, status ? 0 : r->len);
-        int rc = send_ctrl(ctx, r->peer, LITE_CTRL_FIN, rv->msg, FIN_LEN, r);
+        int rc = lite_ctrl_send(ctx, r->peer, LITE_CTRL_FIN, rv->msg, FIN_LEN, r);
         if (rc)
             lite_request_finish(r, rc);
         return true;
@@ -856,19 +603,10 @@ bool lite_flow_send_done(struct lite_ctx *ctx, struct lite_request *r, int statu
  * waits for r to end). */
 int lite_flow_abandon(struct lite_ctx *ctx, struct lite_request *r)
 {
-    struct lite_peer *p = &ctx->peers[r->peer];
     struct lite_rndv *rv = r->rndv;
     if (r->kind == LITE_REQ_SEND) {
-        for (struct lite_request *q = p->sendq, *prev = NULL; q; prev = q, q = q->next) {
-            if (q != r)
-                continue;
+        if (lite_credit_unqueue(ctx, r)) {
             /* still waiting for credit: nothing has left */
-            if (prev)
-                prev->next = r->next;
-            else
-                p->sendq = r->next;
-            if (p->sendq_tail == r)
-                p->sendq_tail = prev;
             lite_request_release(ctx, r);
             return 0;
         }

@@ -41,7 +41,7 @@ static const char *env_lookup(const char *name, void *arg)
  * has a core; sleeping keeps oversubscribed runs (more ranks than cores) moving. */
 static int64_t default_spin_ns(int world_size)
 {
-    return (int64_t)lite_env_long("LITETX_SPIN_US", 0, 10000000, world_size <= 2 ? 200 : 20) * 1000;
+    return (int64_t)lite_tun_long("LITETX_SPIN_US", world_size <= 2 ? 200 : 20) * 1000;
 }
 
 /* How long a spinning wait pauses after a poll that found nothing (LITETX_SPIN_PAUSE_NS), as a
@@ -56,7 +56,7 @@ static int64_t default_spin_ns(int world_size)
 
 static uint8_t default_spin_pause(void)
 {
-    long budget = lite_env_long("LITETX_SPIN_PAUSE_NS", 0, 1000, SPIN_PAUSE_NS_DEFAULT);
+    long budget = lite_tun_long("LITETX_SPIN_PAUSE_NS", SPIN_PAUSE_NS_DEFAULT);
     if (budget == 0)
         return 0;
     int64_t best = INT64_MAX;
@@ -123,7 +123,7 @@ static bool default_yield(void)
 {
     const char *v = getenv("LITETX_YIELD");
     if (v && *v)
-        return lite_env_long("LITETX_YIELD", 0, 1, 0) == 1; /* anything else fails lite_init */
+        return lite_tun_long("LITETX_YIELD", 0) == 1; /* anything else fails lite_init */
     long local = local_ranks(), cpus = job_cpus();
     if (local > 0 && local > cpus) {
         LITE_INFO("%ld ranks on this host's %ld CPUs: polling waits yield the CPU", local, cpus);
@@ -261,7 +261,7 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     uint32_t emu_caps;
     struct lite_transport_ops view = ctx->ops;
     /* Tests and comparisons: the core's emulation even where the backend has one-sided ops. */
-    if (lite_env_long("LITETX_TEST_CORE_RMA", 0, 1, 0) == 1)
+    if (lite_tun_long("LITETX_TEST_CORE_RMA", 0) == 1)
         view.rma_post = NULL;
     ctx->emu = lite_emu_needed(&view, &emu_caps);
     ctx->ops.caps |= emu_caps;

@@ -19,6 +19,7 @@
 #include "gpu.h"
 #include "gpu_stage.h"
 #include "reduce.h"
+#include "tunables.h"
 
 #define STAGE_CHUNK_DEFAULT (4L << 20)
 #define STAGE_CACHE_MAX     4
@@ -35,7 +36,7 @@ bool lite_stage_msg_dev(const struct lite_ctx *ctx, const void *p)
 
 size_t lite_stage_chunk_env(void)
 {
-    return (size_t)lite_env_long("LITETX_GPU_STAGE_CHUNK", 4096, 1L << 30, STAGE_CHUNK_DEFAULT);
+    return (size_t)lite_tun_long("LITETX_GPU_STAGE_CHUNK", STAGE_CHUNK_DEFAULT);
 }
 
 size_t lite_stage_chunk(size_t chunk_bytes, size_t esize)

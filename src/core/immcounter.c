@@ -11,6 +11,7 @@
 #include "immcounter.h"
 #include "progress.h"
 #include "request.h"
+#include "tunables.h"
 
 #define IMM_DEFAULT_MAX 65536u
 
@@ -25,7 +26,7 @@ static uint32_t hash32(uint32_t x)
 
 static uint32_t max_counters(void)
 {
-    return (uint32_t)lite_env_long("LITETX_IMM_COUNTERS", 1, 1L << 24, IMM_DEFAULT_MAX);
+    return (uint32_t)lite_tun_long("LITETX_IMM_COUNTERS", IMM_DEFAULT_MAX);
 }
 
 static struct lite_imm_entry *find(struct lite_imm_table *t, uint32_t imm)

@@ -3,7 +3,8 @@
  * backends' tables: what litetx-info prints and what lite_init checks the environment against.
  * Each entry has a type and a range: lite_init checks the core's and the selected backend's
  * against them once, and hands the backend its values through a snapshot (struct lite_tp_env,
- * below). The keys of lite_config_t are also parsed by config.c (struct, environment, JSON).
+ * below); the core reads its numeric tuning variables with lite_tun_long, whose range is the
+ * table's. The keys of lite_config_t are also parsed by config.c (struct, environment, JSON).
  * tests/tunables_check.sh keeps this table, the sources and docs/CONFIG.md in step.
  */
 #include <ctype.h>
@@ -413,4 +414,26 @@ void lite_tun_env_free(struct lite_tp_env *env)
         free(e->slot[i].raw);
     free(e->slot);
     free(e);
+}
+
+long lite_tun_long(const char *name, long dflt)
+{
+    const struct lite_tunable *t = NULL;
+    for (const struct lite_tunable *c = lite_core_tunables; c->name && !t; c++)
+        if (!strcmp(c->name, name))
+            t = c;
+    if (!t || t->type == LITE_TUN_STRING) {
+        LITE_ERROR("%s is not a numeric variable of the core's table", name);
+        return dflt;
+    }
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    int64_t n;
+    char why[192];
+    if (lite_tunable_parse(t, v, &n, why, sizeof(why))) {
+        lite_env_error_note(why);
+        return dflt;
+    }
+    return (long)n;
 }

@@ -47,4 +47,11 @@ struct lite_tp_env *lite_tun_env_new(const char *owner);
 const char *lite_tun_env_error(const struct lite_tp_env *env);
 void lite_tun_env_free(struct lite_tp_env *env);
 
+/* The core's reader of its own numeric variables (INT, SIZE, BOOL, ENUM entries of the core's
+ * table): the value when set, else dflt. Type and range are the table's, written once there; an
+ * invalid value returns dflt and is recorded (lite_env_error), which fails lite_init naming it. */
+long lite_tun_long(const char *name, long dflt);
+/* Record msg as this thread's first invalid variable, unless one is recorded (util.c). */
+void lite_env_error_note(const char *msg);
+
 #endif

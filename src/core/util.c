@@ -84,6 +84,12 @@ const char *lite_env_error(void)
     return env_error;
 }
 
+void lite_env_error_note(const char *msg)
+{
+    if (!env_error[0])
+        lite_fmt(env_error, sizeof(env_error), "%s", msg);
+}
+
 long lite_env_long(const char *name, long lo, long hi, long dflt)
 {
     const char *v = getenv(name);

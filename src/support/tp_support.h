@@ -65,9 +65,10 @@ static inline uint64_t lite_get64(const uint8_t *p)
 /* ---- time (util.c) ---- */
 int64_t lite_now_ns(void); /* CLOCK_MONOTONIC */
 #ifndef LITE_IN_BACKEND
-/* The core's reader of its own tuning variables: an integer in lo..hi, else dflt (unset or
+/* A strict integer variable of the environment: an integer in lo..hi, else dflt (unset or
  * empty), or dflt with the variable recorded as invalid (anything else: "12x", "0x1", out of
- * range), which makes lite_init fail naming it. Backends get theirs from lite_tp_env instead
+ * range), which makes lite_init fail naming it. The core reads its table's variables with
+ * lite_tun_long (tunables.h: range from the table); backends get theirs from lite_tp_env
  * (below): compiled with LITE_IN_BACKEND, they do not see this. */
 long lite_env_long(const char *name, long lo, long hi, long dflt);
 #endif

@@ -23,6 +23,7 @@
 #include "upcall.h"
 #include "gpu_stage.h"
 #include "registry.h"
+#include "tp_select.h"
 #include "tunables.h"
 
 static _Thread_local char g_init_error[512];

@@ -14,6 +14,7 @@
 
 #include "lite_int.h"
 #include "registry.h"
+#include "tp_select.h"
 
 int main(int argc, char **argv)
 {

@@ -18,6 +18,7 @@
 #include "gpu.h"
 #include "lite_int.h"
 #include "registry.h"
+#include "tp_select.h"
 #include "litetx/litetx.h"
 
 #define CHECK(cond, ...)                                                                           \

@@ -8,6 +8,7 @@
 
 #include "lite_int.h"
 #include "registry.h"
+#include "tp_select.h"
 
 static int fail(const char *what)
 {

@@ -14,6 +14,7 @@
 
 #include "lite_int.h"
 #include "registry.h"
+#include "tp_select.h"
 
 static int fake_probe_nodev(const struct lite_tp_env *env, char *why, size_t len)
 {

@@ -48,6 +48,14 @@
  *   Messages posted with `msg_send` to one peer must be delivered to the core (recv_begin or
  *   recv_msg) in posting order, on all channels together. That is the only ordering a backend
  *   promises; the core's emulated one-sided ops rely on it.
+ *
+ * CONFIGURATION AND LOGGING
+ *   A backend never reads the environment: it lists its LITETX_* variables, typed, in
+ *   `tunables`; lite_init reads and checks them once and hands the values over through
+ *   struct lite_tp_env (its `get`), in `probe` and as params->env in `open`. The core's own
+ *   settings (credits, rndv_threshold, timeouts, security) come in the params. Log lines go
+ *   through the same struct's sink (`log`, `log_level`); tp_support.h's LITE_ERROR ..
+ *   LITE_DEBUG route there once the backend has called lite_tp_env_attach(env).
  */
 #ifndef LITETX_TRANSPORT_H
 #define LITETX_TRANSPORT_H

@@ -9,6 +9,15 @@
  * in its read buffer back to the front before each record it parses (to align the payload), so
  * the bigger the recv, the more it copies. When the kernel offers the tls ULP, the socket BIO
  * is used instead, so that SSL_OP_ENABLE_KTLS can move the record layer into the kernel.
+ *
+ * Once the handshake is done (our BIO), the record layer is ours, as kTLS would take it into
+ * the kernel: OpenSSL hands over the traffic secrets (its keylog callback) and never reads or
+ * writes a record again, so no nonce is ever used by both. Records are sealed straight from the
+ * caller's buffers into the send batch (one pass: no copy into OpenSSL's buffer and out again)
+ * and opened from the receive buffer into a record-sized buffer that stays in the cache, from
+ * which the caller's bytes are copied only after the record's tag checked out: no byte of a
+ * record that fails is ever placed. Alerts, close_notify and KeyUpdate are handled here; each
+ * direction updates its key every KEY_UPDATE_RECORDS records (RFC 8446 5.5).
  */
 #ifdef LITE_HAVE_TLS
 #include <errno.h>
@@ -18,9 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -33,6 +45,21 @@
 #define RX_BUF (256 * 1024)
 /* The socket BIO's read-ahead buffer (kTLS path only). */
 #define KTLS_RX_BUF (64 * 1024)
+/* Records: header, at most 2^14 bytes of content, the content type, the tag. A peer's record
+ * may carry up to 256 bytes of padding too (RFC 8446 5.2). */
+#define REC_HDR     5
+#define REC_MAX     16384
+#define REC_TAG     16
+#define REC_IN_MAX  (REC_HDR + REC_MAX + 256 + REC_TAG)
+#define REC_OUT_MAX (REC_HDR + REC_MAX + 1 + REC_TAG)
+/* A direction's key is updated after this many records (2^23: AES-GCM's limit is 2^24.5). */
+#ifndef KEY_UPDATE_RECORDS
+#define KEY_UPDATE_RECORDS (1ull << 23)
+#endif
+#define CT_ALERT      21
+#define CT_HANDSHAKE  22
+#define CT_APPDATA    23
+#define HS_KEY_UPDATE 24
 /* TLS_AES_128_GCM_SHA256 */
 static const unsigned char psk_suite[2] = {0x13, 0x01};
 
@@ -42,6 +69,14 @@ struct lite_tls {
     bool ktls; /* the kernel has the tls ULP: socket BIO and SSL_OP_ENABLE_KTLS */
     uint8_t psk[LITE_SEC_PSK_MAX];
     size_t psk_len;
+};
+
+/* One direction of our record layer. */
+struct rl_dir {
+    EVP_CIPHER_CTX *ctx;
+    uint8_t secret[EVP_MAX_MD_SIZE]; /* the traffic secret (the next key derives from it) */
+    uint8_t iv[12];
+    uint64_t seq; /* records under this key */
 };
 
 struct lite_tls_conn {
@@ -58,7 +93,20 @@ struct lite_tls_conn {
     uint8_t *in;
     size_t in_lo, in_hi;
     bool in_short; /* the last recv emptied the socket */
-    int in_end;    /* a recv of lite_tls_read's found the end (1) or -errno, for the BIO */
+    /* Our record layer (own: after the handshake on our BIO). */
+    bool own;
+    bool client;
+    uint8_t sec_c[EVP_MAX_MD_SIZE], sec_s[EVP_MAX_MD_SIZE]; /* traffic secrets 0 (keylog) */
+    size_t sec_c_len, sec_s_len;
+    const EVP_MD *md;
+    const EVP_CIPHER *cipher;
+    size_t key_len, md_len;
+    struct rl_dir tx, rx;
+    uint8_t *pt; /* the last record opened: its content pt[pt_lo, pt_hi) not yet read */
+    size_t pt_lo, pt_hi;
+    int rx_err;       /* after a bad record, an alert or the end: EPROTO, or -1 the end */
+    char rx_why[128]; /* ... and for EPROTO, why */
+    bool tx_err;      /* a fatal alert went out, or sealing failed: nothing more is written */
 };
 
 static __thread char tls_err[160];
@@ -108,22 +156,28 @@ static int batch_write(BIO *bio, const char *data, int n)
     return n;
 }
 
-/* One recv into in (empty): its result, as recv's. A short one (less than RX_BUF) emptied the
- * socket: in_short, until the next recv. */
+/* One recv into in, after what it still holds (moved to the front: at most a part of one
+ * record): its result, as recv's. A short one (less than it had room for) emptied the socket:
+ * in_short, until the next recv. */
 static ssize_t in_fill(struct lite_tls_conn *c)
 {
-    c->in_lo = c->in_hi = 0;
     if (!c->in && !(c->in = malloc(RX_BUF))) {
         errno = ENOMEM;
         return -1;
     }
+    if (c->in_lo > 0) {
+        memmove(c->in, c->in + c->in_lo, c->in_hi - c->in_lo);
+        c->in_hi -= c->in_lo;
+        c->in_lo = 0;
+    }
+    size_t room = RX_BUF - c->in_hi;
     ssize_t r;
     do
-        r = recv(c->fd, c->in, RX_BUF, 0);
+        r = recv(c->fd, c->in + c->in_hi, room, 0);
     while (r < 0 && errno == EINTR);
-    c->in_short = r < (ssize_t)RX_BUF;
+    c->in_short = r < (ssize_t)room;
     if (r > 0)
-        c->in_hi = (size_t)r;
+        c->in_hi += (size_t)r;
     return r;
 }
 
@@ -134,15 +188,7 @@ static int batch_read(BIO *bio, char *buf, int n)
     if (n <= 0)
         return 0;
     if (c->in_lo == c->in_hi) {
-        ssize_t r;
-        if (c->in_end) { /* what lite_tls_read's recv found: the end, or an error */
-            r = c->in_end > 0 ? 0 : -1;
-            if (r < 0)
-                errno = -c->in_end;
-            c->in_end = 0;
-        } else {
-            r = in_fill(c);
-        }
+        ssize_t r = in_fill(c);
         if (r <= 0) {
             if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
                 BIO_set_retry_read(bio);
@@ -209,6 +255,398 @@ static int out_flush(struct lite_tls_conn *c)
 static bool out_waiting(const struct lite_tls_conn *c)
 {
     return c->out_lo < c->out_hi;
+}
+
+/* ---- our record layer (after the handshake) ---- */
+
+/* OpenSSL's keylog lines carry the traffic secrets: keep the two the record layer starts with. */
+static void keylog(const SSL *ssl, const char *line)
+{
+    struct lite_tls_conn *c = SSL_get_ex_data(ssl, 0);
+    uint8_t *dst;
+    size_t *len;
+    if (!c || !c->batched)
+        return;
+    if (strncmp(line, "CLIENT_TRAFFIC_SECRET_0 ", 24) == 0)
+        dst = c->sec_c, len = &c->sec_c_len;
+    else if (strncmp(line, "SERVER_TRAFFIC_SECRET_0 ", 24) == 0)
+        dst = c->sec_s, len = &c->sec_s_len;
+    else
+        return;
+    const char *hex = strchr(line + 24, ' '); /* after the client random */
+    size_t n = 0;
+    for (hex = hex ? hex + 1 : ""; hex[0] && hex[1] && n < EVP_MAX_MD_SIZE; hex += 2) {
+        unsigned v;
+        if (sscanf(hex, "%2x", &v) != 1)
+            break;
+        dst[n++] = (uint8_t)v;
+    }
+    *len = n;
+}
+
+/* HKDF-Expand-Label(secret, label, "", n) of RFC 8446 7.1, n at most the hash's size (one
+ * HMAC block). */
+static bool expand_label(const struct lite_tls_conn *c, const uint8_t *secret, const char *label,
+                         uint8_t *out, size_t n)
+{
+    uint8_t info[2 + 1 + 6 + 16 + 1 + 1], t[EVP_MAX_MD_SIZE];
+    size_t ll = strlen(label), i = 0;
+    unsigned tl = 0;
+    info[i++] = (uint8_t)(n >> 8);
+    info[i++] = (uint8_t)n;
+    info[i++] = (uint8_t)(6 + ll);
+    memcpy(info + i, "tls13 ", 6);
+    memcpy(info + i + 6, label, ll);
+    i += 6 + ll;
+    info[i++] = 0; /* no context */
+    info[i++] = 1; /* T(1) */
+    bool ok = HMAC(c->md, secret, (int)c->md_len, info, i, t, &tl) && tl >= n;
+    if (ok)
+        memcpy(out, t, n);
+    OPENSSL_cleanse(t, sizeof(t));
+    return ok;
+}
+
+/* d takes the key and IV of its secret (d->secret), its record count from 0. */
+static bool dir_key(struct lite_tls_conn *c, struct rl_dir *d, int enc)
+{
+    uint8_t key[32];
+    bool ok = c->key_len <= sizeof(key) && expand_label(c, d->secret, "key", key, c->key_len) &&
+              expand_label(c, d->secret, "iv", d->iv, sizeof(d->iv)) &&
+              (d->ctx || (d->ctx = EVP_CIPHER_CTX_new())) &&
+              EVP_CipherInit_ex(d->ctx, c->cipher, NULL, key, NULL, enc) == 1;
+    OPENSSL_cleanse(key, sizeof(key));
+    d->seq = 0;
+    return ok;
+}
+
+/* The next secret of d (KeyUpdate, RFC 8446 7.2) and its key. */
+static bool dir_update(struct lite_tls_conn *c, struct rl_dir *d, int enc)
+{
+    uint8_t next[EVP_MAX_MD_SIZE];
+    bool ok = expand_label(c, d->secret, "traffic upd", next, c->md_len);
+    memcpy(d->secret, next, c->md_len);
+    OPENSSL_cleanse(next, sizeof(next));
+    return ok && dir_key(c, d, enc);
+}
+
+static void dir_nonce(const struct rl_dir *d, uint8_t nonce[12])
+{
+    memcpy(nonce, d->iv, 12);
+    for (int i = 0; i < 8; i++)
+        nonce[11 - i] ^= (uint8_t)(d->seq >> (8 * i));
+}
+
+/* The handshake is done: the record layer becomes ours. false: it cannot (why in tls_err). */
+static bool rl_start(struct lite_tls_conn *c)
+{
+    const SSL_CIPHER *cs = SSL_get_current_cipher(c->ssl);
+    uint32_t id = cs ? SSL_CIPHER_get_id(cs) & 0xffff : 0;
+    c->cipher = id == 0x1301 ? EVP_aes_128_gcm() : id == 0x1302 ? EVP_aes_256_gcm() : NULL;
+    c->key_len = id == 0x1301 ? 16 : 32;
+    c->md = cs ? SSL_CIPHER_get_handshake_digest(cs) : NULL;
+    c->md_len = c->md ? (size_t)EVP_MD_get_size(c->md) : 0;
+    const char *bad = NULL;
+    if (!c->cipher || !c->md)
+        bad = "an unexpected cipher suite";
+    else if (c->sec_c_len != c->md_len || c->sec_s_len != c->md_len)
+        bad = "no traffic secrets from OpenSSL";
+    else if (SSL_has_pending(c->ssl))
+        bad = "records read ahead by OpenSSL";
+    if (!bad) {
+        memcpy(c->tx.secret, c->client ? c->sec_c : c->sec_s, c->md_len);
+        memcpy(c->rx.secret, c->client ? c->sec_s : c->sec_c, c->md_len);
+        if (!dir_key(c, &c->tx, 1) || !dir_key(c, &c->rx, 0) ||
+            !(c->pt = malloc(REC_MAX + 256 + REC_TAG)))
+            bad = "no key from the traffic secrets";
+    }
+    OPENSSL_cleanse(c->sec_c, sizeof(c->sec_c));
+    OPENSSL_cleanse(c->sec_s, sizeof(c->sec_s));
+    if (bad) {
+        lite_fmt(tls_err, sizeof(tls_err), "TLS record layer: %s", bad);
+        return false;
+    }
+    c->own = true;
+    return true;
+}
+
+/* Room in out for n more bytes. */
+static bool out_room(struct lite_tls_conn *c, size_t n)
+{
+    if (c->out_hi + n <= c->out_cap)
+        return true;
+    size_t cap = c->out_cap ? c->out_cap : 16 * 1024;
+    while (cap < c->out_hi + n)
+        cap *= 2;
+    uint8_t *p = realloc(c->out, cap);
+    if (!p)
+        return false;
+    c->out = p;
+    c->out_cap = cap;
+    return true;
+}
+
+/* Seal n bytes of the stream iov[] (from its byte skip) and the content type into one record
+ * at the end of out (room made by the caller). false: the session is unusable (tx_err). */
+static bool seal(struct lite_tls_conn *c, const struct iovec *iov, size_t skip, size_t n,
+                 uint8_t type)
+{
+    struct rl_dir *d = &c->tx;
+    uint8_t *rec = c->out + c->out_hi, *p = rec + REC_HDR, nonce[12];
+    size_t body = n + 1 + REC_TAG;
+    int l;
+    if (c->tx_err)
+        return false;
+    rec[0] = CT_APPDATA;
+    rec[1] = rec[2] = 3;
+    rec[3] = (uint8_t)(body >> 8);
+    rec[4] = (uint8_t)body;
+    dir_nonce(d, nonce);
+    d->seq++; /* a nonce is used once, even when this fails halfway */
+    EVP_CIPHER_CTX *x = d->ctx;
+    bool ok = EVP_EncryptInit_ex(x, NULL, NULL, NULL, nonce) == 1 &&
+              EVP_EncryptUpdate(x, NULL, &l, rec, REC_HDR) == 1;
+    for (; ok && n; iov++) {
+        if (skip >= iov->iov_len) {
+            skip -= iov->iov_len;
+            continue;
+        }
+        size_t m = iov->iov_len - skip < n ? iov->iov_len - skip : n;
+        ok = EVP_EncryptUpdate(x, p, &l, (const uint8_t *)iov->iov_base + skip, (int)m) == 1;
+        p += m;
+        n -= m;
+        skip = 0;
+    }
+    ok = ok && EVP_EncryptUpdate(x, p, &l, &type, 1) == 1 &&
+         EVP_EncryptFinal_ex(x, p + 1, &l) == 1 &&
+         EVP_CIPHER_CTX_ctrl(x, EVP_CTRL_AEAD_GET_TAG, REC_TAG, p + 1) == 1;
+    if (!ok) {
+        c->tx_err = true;
+        take_errors(tls_err, sizeof(tls_err));
+        return false;
+    }
+    c->out_hi += REC_HDR + body;
+    return true;
+}
+
+/* A record of our own (an alert, a KeyUpdate) into out. */
+static bool seal_msg(struct lite_tls_conn *c, const uint8_t *msg, size_t n, uint8_t type)
+{
+    struct iovec v = {.iov_base = (void *)msg, .iov_len = n};
+    return out_room(c, REC_OUT_MAX) && seal(c, &v, 0, n, type);
+}
+
+/* Before the next record: a KeyUpdate and the new key once this one sealed its share. */
+static bool tx_key_check(struct lite_tls_conn *c)
+{
+    static const uint8_t ku[5] = {HS_KEY_UPDATE, 0, 0, 1, 0}; /* update_not_requested */
+    if (c->tx.seq < KEY_UPDATE_RECORDS)
+        return true;
+    if (!seal_msg(c, ku, sizeof(ku), CT_HANDSHAKE) || !dir_update(c, &c->tx, 1)) {
+        c->tx_err = true;
+        return false;
+    }
+    return true;
+}
+
+/* A fatal alert to the peer, best effort (the connection ends). */
+static void send_alert(struct lite_tls_conn *c, uint8_t desc)
+{
+    uint8_t a[2] = {2, desc};
+    if (!c->tx_err && seal_msg(c, a, sizeof(a), CT_ALERT))
+        (void)out_flush(c);
+    c->tx_err = true;
+}
+
+/* The read side fails from now on: EPROTO with why (an alert with desc goes to the peer, 0:
+ * none). */
+static void rx_fail(struct lite_tls_conn *c, uint8_t desc, const char *why)
+{
+    c->rx_err = EPROTO;
+    lite_fmt(c->rx_why, sizeof(c->rx_why), "%s", why);
+    c->pt_lo = c->pt_hi = 0;
+    if (desc)
+        send_alert(c, desc);
+}
+
+/* Open the complete record at in + in_lo (body bytes after its header) into pt. */
+static void rl_open(struct lite_tls_conn *c, size_t body)
+{
+    struct rl_dir *d = &c->rx;
+    uint8_t *rec = c->in + c->in_lo, nonce[12];
+    size_t clen = body - REC_TAG;
+    int l;
+    c->in_lo += REC_HDR + body;
+    dir_nonce(d, nonce);
+    d->seq++;
+    EVP_CIPHER_CTX *x = d->ctx;
+    if (EVP_DecryptInit_ex(x, NULL, NULL, NULL, nonce) != 1 ||
+        EVP_DecryptUpdate(x, NULL, &l, rec, REC_HDR) != 1 ||
+        EVP_DecryptUpdate(x, c->pt, &l, rec + REC_HDR, (int)clen) != 1 ||
+        EVP_CIPHER_CTX_ctrl(x, EVP_CTRL_AEAD_SET_TAG, REC_TAG, rec + REC_HDR + clen) != 1 ||
+        EVP_DecryptFinal_ex(x, c->pt + clen, &l) != 1) {
+        ERR_clear_error();
+        rx_fail(c, SSL_AD_BAD_RECORD_MAC, "decryption failed or bad record mac");
+        return;
+    }
+    /* The content ends with its type, then zeros (padding). */
+    size_t n = clen;
+    while (n && c->pt[n - 1] == 0)
+        n--;
+    if (!n) {
+        rx_fail(c, SSL_AD_UNEXPECTED_MESSAGE, "a record without a content type");
+        return;
+    }
+    uint8_t type = c->pt[--n];
+    if (n > REC_MAX) {
+        rx_fail(c, SSL_AD_RECORD_OVERFLOW, "a record longer than 2^14 bytes");
+        return;
+    }
+    if (type == CT_APPDATA) {
+        c->pt_lo = 0;
+        c->pt_hi = n;
+    } else if (type == CT_ALERT && n == 2) {
+        if (c->pt[1] == SSL_AD_CLOSE_NOTIFY) {
+            c->rx_err = -1;
+        } else {
+            char w[96];
+            lite_fmt(w, sizeof(w), "the peer sent alert %s", SSL_alert_desc_string_long(c->pt[1]));
+            rx_fail(c, 0, w);
+        }
+    } else if (type == CT_HANDSHAKE && n == 5 && c->pt[0] == HS_KEY_UPDATE && c->pt[1] == 0 &&
+               c->pt[2] == 0 && c->pt[3] == 1 && c->pt[4] <= 1) {
+        static const uint8_t ku[5] = {HS_KEY_UPDATE, 0, 0, 1, 0};
+        bool ok = dir_update(c, &c->rx, 0);
+        /* update_requested: ours goes out before any new record (RFC 8446 4.6.3) */
+        if (ok && c->pt[4] == 1 && !c->tx_err)
+            ok = seal_msg(c, ku, sizeof(ku), CT_HANDSHAKE) && dir_update(c, &c->tx, 1);
+        if (!ok)
+            rx_fail(c, SSL_AD_INTERNAL_ERROR, "a key update failed");
+    } else {
+        rx_fail(c, SSL_AD_UNEXPECTED_MESSAGE, "an unexpected record after the handshake");
+    }
+}
+
+/* Does in hold a complete record? Its body length in *body; a malformed header fails the read
+ * side. */
+static bool rl_record_ready(struct lite_tls_conn *c, size_t *body)
+{
+    size_t avail = c->in_hi - c->in_lo;
+    if (avail < REC_HDR)
+        return false;
+    const uint8_t *h = c->in + c->in_lo;
+    size_t b = (size_t)h[3] << 8 | h[4];
+    if (h[0] != CT_APPDATA || h[1] != 3 || h[2] != 3 || b < REC_TAG + 1 ||
+        b > REC_IN_MAX - REC_HDR) {
+        rx_fail(c, SSL_AD_UNEXPECTED_MESSAGE, "a malformed record header");
+        return false;
+    }
+    *body = b;
+    return avail >= REC_HDR + b;
+}
+
+static ssize_t rl_read(struct lite_tls_conn *c, void *buf, size_t len)
+{
+    size_t got = 0, body;
+    while (got < len) {
+        if (c->pt_lo < c->pt_hi) {
+            size_t k = c->pt_hi - c->pt_lo < len - got ? c->pt_hi - c->pt_lo : len - got;
+            memcpy((uint8_t *)buf + got, c->pt + c->pt_lo, k);
+            c->pt_lo += k;
+            got += k;
+            continue;
+        }
+        if (c->rx_err)
+            break;
+        if (rl_record_ready(c, &body)) {
+            rl_open(c, body);
+            continue;
+        }
+        if (got || c->rx_err)
+            break;
+        /* A short recv emptied the socket: the read after it reports EAGAIN at once, as a
+         * short recv does for a plain socket (epoll is level-triggered). */
+        if (c->in_short) {
+            c->in_short = false;
+            errno = EAGAIN;
+            return -1;
+        }
+        ssize_t r = in_fill(c);
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            c->in_short = false;
+            errno = EAGAIN;
+            return -1;
+        }
+        if (r < 0)
+            return -1;
+        if (r == 0) /* the end without close_notify: the end all the same */
+            c->rx_err = -1;
+    }
+    if (got)
+        return (ssize_t)got;
+    if (c->rx_err < 0)
+        return 0;
+    lite_fmt(tls_err, sizeof(tls_err), "%s", c->rx_why);
+    errno = EPROTO;
+    return -1;
+}
+
+/*
+ * Seal up to LITE_TLS_TX_CHUNK at a time into out, send it, and report the bytes whose
+ * ciphertext the kernel took. Bytes sealed but not yet reported (held) are the first bytes of
+ * the next call, which sends their ciphertext before sealing anything new.
+ */
+static ssize_t rl_write(struct lite_tls_conn *c, const struct iovec *iov, int cnt)
+{
+    size_t len = 0;
+    for (int i = 0; i < cnt; i++)
+        len += iov[i].iov_len;
+    if (c->held > len) {
+        lite_fmt(tls_err, sizeof(tls_err),
+                 "a write was retried with %zu bytes, fewer than the %zu already encrypted", len,
+                 c->held);
+        errno = EPROTO;
+        return -1;
+    }
+    size_t done = 0, enc = c->held; /* of the stream: reported, sealed */
+    for (;;) {
+        if (out_flush(c) != 0) {
+            if (done)
+                break; /* the error comes back with the next call */
+            return -1;
+        }
+        if (out_waiting(c))
+            break; /* the socket is full */
+        done = enc;
+        c->held = 0;
+        if (enc == len)
+            break;
+        if (c->tx_err) { /* after a fatal alert, or a failed seal */
+            if (c->rx_err > 0)
+                lite_fmt(tls_err, sizeof(tls_err), "%s", c->rx_why);
+            errno = EPROTO;
+            return done ? (ssize_t)done : -1;
+        }
+        size_t end = enc + (len - enc < LITE_TLS_TX_CHUNK ? len - enc : LITE_TLS_TX_CHUNK);
+        size_t recs = (end - enc + REC_MAX - 1) / REC_MAX;
+        if (!out_room(c, (end - enc) + recs * (REC_OUT_MAX - REC_MAX))) {
+            errno = ENOMEM;
+            return done ? (ssize_t)done : -1;
+        }
+        while (enc < end) {
+            size_t n = end - enc < REC_MAX ? end - enc : REC_MAX;
+            if (!tx_key_check(c) || !seal(c, iov, enc, n, CT_APPDATA)) {
+                errno = EPROTO;
+                return done ? (ssize_t)done : -1;
+            }
+            enc += n;
+            c->held = enc - done;
+        }
+    }
+    if (done)
+        return (ssize_t)done;
+    errno = EAGAIN;
+    return -1;
 }
 
 /* ---- PSK ---- */
@@ -313,6 +751,8 @@ int lite_tls_open(const struct lite_security *sec, struct lite_tls **out, char *
             SSL_CTX_set_default_read_buffer_len(ctx, KTLS_RX_BUF);
         }
         SSL_CTX_set_app_data(ctx, tls);
+        if (!tls->ktls) /* the traffic secrets, for our record layer */
+            SSL_CTX_set_keylog_callback(ctx, keylog);
     }
     if (ok && sec->mode == LITE_SEC_CA) {
         step = "loading the certificate, key and CA";
@@ -355,8 +795,9 @@ struct lite_tls_conn *lite_tls_conn_new(struct lite_tls *tls, int fd, bool clien
         return NULL;
     c->fd = fd;
     c->batched = !tls->ktls;
+    c->client = client;
     c->ssl = SSL_new(tls->ctx);
-    bool ok = c->ssl != NULL;
+    bool ok = c->ssl != NULL && SSL_set_ex_data(c->ssl, 0, c) == 1;
     if (ok && c->batched) {
         BIO *bio = BIO_new(batch_method);
         ok = bio != NULL;
@@ -383,6 +824,13 @@ void lite_tls_conn_free(struct lite_tls_conn *c)
     if (!c)
         return;
     SSL_free(c->ssl);
+    EVP_CIPHER_CTX_free(c->tx.ctx);
+    EVP_CIPHER_CTX_free(c->rx.ctx);
+    OPENSSL_cleanse(c->tx.secret, sizeof(c->tx.secret));
+    OPENSSL_cleanse(c->rx.secret, sizeof(c->rx.secret));
+    OPENSSL_cleanse(c->sec_c, sizeof(c->sec_c));
+    OPENSSL_cleanse(c->sec_s, sizeof(c->sec_s));
+    free(c->pt);
     free(c->out);
     free(c->in);
     free(c);
@@ -402,9 +850,14 @@ int lite_tls_handshake(struct lite_tls_conn *c, bool *want_write, char *why, siz
     if (out_flush(c) != 0 && (e == SSL_ERROR_NONE || e == SSL_ERROR_WANT_READ))
         e = SSL_ERROR_SYSCALL, saved = errno;
     if (e == SSL_ERROR_NONE) {
-        if (!c->hs_done)
+        if (!c->hs_done) {
             LITE_DEBUG("tls: %s %s on fd %d", SSL_get_version(ssl),
                        SSL_CIPHER_get_name(SSL_get_current_cipher(ssl)), c->fd);
+            if (c->batched && !rl_start(c)) {
+                lite_fmt(why, len, "TLS handshake failed: %s", tls_err);
+                return -EACCES;
+            }
+        }
         c->hs_done = true;
         if (!out_waiting(c))
             return 1;
@@ -445,24 +898,18 @@ ssize_t lite_tls_read(struct lite_tls_conn *c, void *buf, size_t len, bool *want
     SSL *ssl = c->ssl;
     size_t n = 0;
     *want_write = false;
-    /* Nothing waits in the session: the socket decides, without OpenSSL's read machinery. A
-     * short recv emptied it, so the read after the one that used its last byte reports EAGAIN
-     * at once, as a short recv does for a plain socket (epoll is level-triggered: bytes that
-     * came since wake the caller). */
-    if (c->batched && c->in_lo == c->in_hi && !c->in_end && !SSL_has_pending(ssl)) {
-        if (c->in_short) {
-            c->in_short = false;
-            errno = EAGAIN;
-            return -1;
-        }
-        ssize_t got = in_fill(c);
-        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            c->in_short = false; /* it said so itself */
-            errno = EAGAIN;
-            return -1;
-        }
-        if (got <= 0) /* the end or an error: SSL_read takes it from the BIO */
-            c->in_end = got == 0 ? 1 : -(errno ? errno : EIO);
+    if (c->own) {
+        ssize_t r = rl_read(c, buf, len);
+        int saved = errno;
+        if (out_waiting(c)) /* what the read made (an alert, a KeyUpdate) */
+            (void)out_flush(c);
+        errno = saved;
+        return r;
+    }
+    if (c->batched) { /* our BIO carries only the handshake */
+        lite_fmt(tls_err, sizeof(tls_err), "a read before the TLS handshake finished");
+        errno = EPROTO;
+        return -1;
     }
     errno = 0;
     int r = SSL_read_ex(ssl, buf, len, &n);
@@ -515,66 +962,52 @@ static ssize_t write_failed(SSL *ssl, int r, bool *want_read)
     }
 }
 
-/*
- * Batched: encrypt up to LITE_TLS_TX_CHUNK at a time into out, send it, and report the
- * bytes whose ciphertext the kernel took. Bytes encrypted but not yet reported (held) are
- * the first bytes of the next call, which sends their ciphertext before encrypting anything
- * new.
- */
-ssize_t lite_tls_write(struct lite_tls_conn *c, const void *buf, size_t len, bool *want_read)
+ssize_t lite_tls_writev(struct lite_tls_conn *c, const struct iovec *iov, int cnt, bool *want_read)
 {
-    SSL *ssl = c->ssl;
     *want_read = false;
     errno = 0;
-    if (!c->batched) {
-        size_t n = 0;
-        int r = SSL_write_ex(ssl, buf, len, &n);
-        return r == 1 ? (ssize_t)n : write_failed(ssl, r, want_read);
-    }
-    if (c->held > len) {
-        lite_fmt(tls_err, sizeof(tls_err),
-                 "a write was retried with %zu bytes, fewer than the %zu already encrypted", len,
-                 c->held);
+    if (c->own)
+        return rl_write(c, iov, cnt);
+    if (c->batched) {
+        lite_fmt(tls_err, sizeof(tls_err), "a write before the TLS handshake finished");
         errno = EPROTO;
         return -1;
     }
-    size_t done = 0, enc = c->held; /* of buf: reported, encrypted */
-    for (;;) {
-        if (out_flush(c) != 0) {
-            if (done)
-                break; /* the error comes back with the next call */
+    /* The socket BIO (kTLS): one record's worth, gathered when it is in pieces. The same
+     * bytes come first again after a retry, as SSL_write requires. */
+    const void *buf = cnt > 0 ? iov[0].iov_base : NULL;
+    size_t len = cnt > 0 ? iov[0].iov_len : 0;
+    if (cnt > 1 && len < REC_MAX) {
+        if (!out_room(c, REC_MAX - c->out_hi)) {
+            errno = ENOMEM;
             return -1;
         }
-        if (out_waiting(c))
-            break; /* the socket is full */
-        done = enc;
-        c->held = 0;
-        if (enc == len)
-            break;
-        size_t end = enc + (len - enc < LITE_TLS_TX_CHUNK ? len - enc : LITE_TLS_TX_CHUNK);
-        /* Every record of the chunk before it goes out: with SSL_MODE_ENABLE_PARTIAL_WRITE
-         * (for the socket BIO) each SSL_write_ex returns after one record. Our BIO never
-         * refuses. */
-        while (enc < end) {
-            size_t wrote = 0;
-            ERR_clear_error();
-            int r = SSL_write_ex(ssl, (const uint8_t *)buf + enc, end - enc, &wrote);
-            if (r != 1) { /* records made before this (held) leave with the next call */
-                ssize_t f = write_failed(ssl, r, want_read);
-                return done ? (ssize_t)done : f;
-            }
-            enc += wrote;
-            c->held = enc - done;
+        len = 0;
+        for (int i = 0; i < cnt && len < REC_MAX; i++) {
+            size_t m = iov[i].iov_len < REC_MAX - len ? iov[i].iov_len : REC_MAX - len;
+            memcpy(c->out + len, iov[i].iov_base, m);
+            len += m;
         }
+        buf = c->out;
     }
-    if (done)
-        return (ssize_t)done;
-    errno = EAGAIN;
-    return -1;
+    size_t n = 0;
+    ERR_clear_error();
+    int r = SSL_write_ex(c->ssl, buf, len, &n);
+    return r == 1 ? (ssize_t)n : write_failed(c->ssl, r, want_read);
+}
+
+ssize_t lite_tls_write(struct lite_tls_conn *c, const void *buf, size_t len, bool *want_read)
+{
+    struct iovec v = {.iov_base = (void *)buf, .iov_len = len};
+    return lite_tls_writev(c, &v, 1, want_read);
 }
 
 bool lite_tls_pending(struct lite_tls_conn *c)
 {
+    if (c->own) {
+        size_t body;
+        return c->pt_lo < c->pt_hi || (!c->rx_err && rl_record_ready(c, &body)) || c->rx_err != 0;
+    }
     return c->in_lo < c->in_hi || SSL_has_pending(c->ssl) != 0;
 }
 

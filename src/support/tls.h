@@ -7,10 +7,12 @@
  * chains to the configured CA (the rank it names is for the caller to check), psk mode proves
  * the job's external PSK with an ephemeral ECDHE exchange. No tickets, no resumption.
  *
- * Records leave in batches: a session encrypts up to LITE_TLS_TX_CHUNK bytes into its own
- * buffer and hands the kernel all of them in one send, rather than one send per 16 KiB record.
- * A write reports bytes only once their ciphertext is in the kernel, so a caller that retries
- * with the same bytes first (a moved buffer is fine) never leaves ciphertext behind unsent.
+ * After the handshake the record layer is the library's own (tls.c), unless kTLS has it:
+ * records are sealed straight from the caller's buffers, up to LITE_TLS_TX_CHUNK bytes into one
+ * buffer that the kernel gets in one send, and received records are opened into a record-sized
+ * buffer, copied to the caller only once their tag checked out. A write reports bytes only once
+ * their ciphertext is in the kernel, so a caller that retries with the same bytes first (a
+ * moved buffer is fine) never leaves ciphertext behind unsent.
  */
 #ifndef LITE_TLS_H
 #define LITE_TLS_H
@@ -19,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "litetx/transport.h"
 
@@ -53,6 +56,8 @@ int lite_tls_peer_rank(struct lite_tls_conn *c);
  * same bytes it was given before (at least as many). */
 ssize_t lite_tls_read(struct lite_tls_conn *c, void *buf, size_t len, bool *want_write);
 ssize_t lite_tls_write(struct lite_tls_conn *c, const void *buf, size_t len, bool *want_read);
+/* lite_tls_write of the bytes of iov[0..cnt) one after another: records span the pieces. */
+ssize_t lite_tls_writev(struct lite_tls_conn *c, const struct iovec *iov, int cnt, bool *want_read);
 /* Decrypted or received bytes wait inside the session (poll/epoll cannot see them). */
 bool lite_tls_pending(struct lite_tls_conn *c);
 /* The last TLS error of this thread, as text. */

@@ -60,7 +60,7 @@ static inline ssize_t tcp_tls_read(void *ssl, void *b, size_t n, bool *w)
 {
     return -1;
 }
-static inline ssize_t tcp_tls_write(void *ssl, const void *b, size_t n, bool *r)
+static inline ssize_t tcp_tls_writev(void *ssl, const struct iovec *v, int n, bool *r)
 {
     return -1;
 }
@@ -89,9 +89,6 @@ static inline const char *tcp_tls_error(void)
 #define CLOSE_DRAIN_MS    2000
 #define MAX_STRANGERS     16   /* unidentified connections held beyond what the peers need */
 #define HELLO_WAIT_MS     2000 /* a full table drops one that said nothing for this long */
-/* TLS: payloads this large are decrypted straight into place (a record is at most 16 KiB, so
- * staging them would copy each byte twice); frames are gathered into records of TLS_TXBUF; a
- * payload of TLS_TX_DIRECT or more is encrypted from where it lies instead. */
 /* Reconnection (docs/TCP.md "Reconnection"). */
 #define COPY_MAX          4096 /* a message or answer this small completes when written (copied) */
 #define ACK_EVERY         32   /* frames applied between cumulative acknowledgements */
@@ -100,9 +97,9 @@ static inline const char *tcp_tls_error(void)
 #define RECONNECT_DEFAULT 10000
 #define KEEPALIVE_S       1 /* TCP keepalive: idle and interval, seconds */
 #define KEEPALIVE_CNT     3
-#define TLS_DIRECT_MIN    4096
-#define TLS_TXBUF         16384
-#define TLS_TX_DIRECT     8192
+/* TLS: a payload remainder this large is read into place (records are opened into the session's
+ * record buffer and copied from there once their tag checked out; staging would copy twice). */
+#define TLS_DIRECT_MIN 4096
 
 /* What happens when a frame has been written out completely. */
 enum tx_done {
@@ -199,10 +196,9 @@ struct conn {
     bool part;
     uint8_t *rx_dst0;
     uint64_t rx_len;
-    bool probe;     /* a connection this rank opened only to see whether the peer still listens */
-    void *ssl;      /* the TLS session when security is on (moves with the socket in adopt) */
-    bool tls_ok;    /* its handshake is done and the peer's rank checked */
-    uint8_t *txbuf; /* TLS: small frames gathered into one record */
+    bool probe;  /* a connection this rank opened only to see whether the peer still listens */
+    void *ssl;   /* the TLS session when security is on (moves with the socket in adopt) */
+    bool tls_ok; /* its handshake is done and the peer's rank checked */
 };
 
 /* Per peer, per outgoing stream (0 main, 1 bulk): frames sent (FENCE not counted), and the
@@ -522,50 +518,40 @@ static bool tls_step(struct lite_transport *t, struct conn *c)
 #endif
 }
 
-/* conn_flush for a TLS connection: frames gathered into one record (a payload of TLS_TX_DIRECT
- * or more is encrypted from where it lies). A write that must be retried is retried with the
- * same bytes first: the buffer is rebuilt from the same head of the queue. */
+/* The queue's unwritten bytes, from its head, as at most MAX_IOV pieces: their count. */
+static int tx_iov(const struct conn *c, struct iovec *iov)
+{
+    int n = 0;
+    for (struct tx_op *o = c->txq; o && n + 2 <= MAX_IOV; o = o->next) {
+        size_t skip = o->done;
+        if (skip < LITE_WIRE_HDR_LEN) {
+            iov[n].iov_base = (void *)(o->hdr + skip);
+            iov[n++].iov_len = LITE_WIRE_HDR_LEN - skip;
+            skip = 0;
+        } else {
+            skip -= LITE_WIRE_HDR_LEN;
+        }
+        if (o->len > skip) {
+            iov[n].iov_base = (void *)(o->payload + skip);
+            iov[n++].iov_len = o->len - skip;
+        }
+    }
+    return n;
+}
+
+/* conn_flush for a TLS connection: the same pieces as a plain one, sealed into records that
+ * span them (small frames share a record, a header shares one with its payload's first bytes)
+ * straight from where they lie. A write that must be retried is retried with the same bytes
+ * first: the pieces are taken again from the same head of the queue. */
 static void conn_flush_tls(struct lite_transport *t, struct conn *c)
 {
     if (c->broken || c->dead || (!c->tls_ok && !tls_step(t, c)))
         return;
-    if (!c->txbuf && !(c->txbuf = malloc(TLS_TXBUF))) {
-        fail_soon(t, c, -ENOMEM, "out of memory for a TLS record");
-        return;
-    }
     while (c->txq && !c->dead && !c->broken) {
-        const uint8_t *buf = c->txbuf;
-        size_t len = 0;
-        struct tx_op *o = c->txq;
-        if (o->done >= LITE_WIRE_HDR_LEN &&
-            o->len - (o->done - LITE_WIRE_HDR_LEN) >= TLS_TX_DIRECT) {
-            buf = o->payload + (o->done - LITE_WIRE_HDR_LEN);
-            len = o->len - (o->done - LITE_WIRE_HDR_LEN);
-        } else {
-            for (; o && len < TLS_TXBUF; o = o->next) {
-                size_t skip = o->done, n;
-                if (skip < LITE_WIRE_HDR_LEN) {
-                    n = LITE_WIRE_HDR_LEN - skip;
-                    n = n < TLS_TXBUF - len ? n : TLS_TXBUF - len;
-                    memcpy(c->txbuf + len, o->hdr + skip, n);
-                    len += n;
-                    skip = 0;
-                    if (len == TLS_TXBUF)
-                        break;
-                } else {
-                    skip -= LITE_WIRE_HDR_LEN;
-                }
-                size_t rest = o->len - skip;
-                if (rest >= TLS_TX_DIRECT)
-                    break; /* its payload goes from where it lies, in the next write */
-                n = rest < TLS_TXBUF - len ? rest : TLS_TXBUF - len;
-                if (n) /* a frame without payload has none to copy (payload NULL) */
-                    memcpy(c->txbuf + len, o->payload + skip, n);
-                len += n;
-            }
-        }
+        struct iovec iov[MAX_IOV];
+        int n = tx_iov(c, iov);
         bool want_read;
-        ssize_t w = tcp_tls_write(c->ssl, buf, len, &want_read);
+        ssize_t w = tcp_tls_writev(c->ssl, iov, n, &want_read);
         if (w < 0) {
             if (errno == EAGAIN) {
                 if (!want_read && !c->out_armed)
@@ -596,21 +582,7 @@ static void conn_flush(struct lite_transport *t, struct conn *c)
     }
     while (c->txq && !c->dead && !c->broken) {
         struct iovec iov[MAX_IOV];
-        int n = 0;
-        for (struct tx_op *o = c->txq; o && n + 2 <= MAX_IOV; o = o->next) {
-            size_t skip = o->done;
-            if (skip < LITE_WIRE_HDR_LEN) {
-                iov[n].iov_base = o->hdr + skip;
-                iov[n++].iov_len = LITE_WIRE_HDR_LEN - skip;
-                skip = 0;
-            } else {
-                skip -= LITE_WIRE_HDR_LEN;
-            }
-            if (o->len > skip) {
-                iov[n].iov_base = (void *)(o->payload + skip);
-                iov[n++].iov_len = o->len - skip;
-            }
-        }
+        int n = tx_iov(c, iov);
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
         ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
         if (w < 0) {
@@ -2568,7 +2540,6 @@ static void tcp_close(struct lite_transport *t)
         free(c->stage);
         free(c->slots);
         free(c->free_slots);
-        free(c->txbuf);
         conn_drop_tls(c);
     }
     for (int i = 0; t->pending && i < t->npending; i++)

@@ -1,8 +1,9 @@
 /*
  * tcp_tls.c - TLS 1.3 sessions for the tcp backend (see tcp_tls.h and docs/TCP.md, "Security"):
  * the core's sessions (src/core/tls.c, shared with the bootstrap) under the names tcp.c uses.
- * Records leave in batches of up to LITE_TLS_TX_CHUNK per send; a write reports bytes once
- * their ciphertext is in the kernel, and tcp.c retries with the same bytes first, as it must.
+ * Frames leave as one stream of records (headers and payloads sealed together, straight from
+ * where they lie), up to LITE_TLS_TX_CHUNK per send; a write reports bytes once their
+ * ciphertext is in the kernel, and tcp.c retries with the same bytes first, as it must.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -71,6 +72,11 @@ ssize_t tcp_tls_read(void *ssl, void *buf, size_t len, bool *want_write)
 ssize_t tcp_tls_write(void *ssl, const void *buf, size_t len, bool *want_read)
 {
     return lite_tls_write(ssl, buf, len, want_read);
+}
+
+ssize_t tcp_tls_writev(void *ssl, const struct iovec *iov, int cnt, bool *want_read)
+{
+    return lite_tls_writev(ssl, iov, cnt, want_read);
 }
 
 bool tcp_tls_pending(void *ssl)

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "litetx/transport.h"
 
@@ -34,6 +35,9 @@ int tcp_tls_peer_rank(void *ssl);
  * text from tcp_tls_error), or the socket's errno. */
 ssize_t tcp_tls_read(void *ssl, void *buf, size_t len, bool *want_write);
 ssize_t tcp_tls_write(void *ssl, const void *buf, size_t len, bool *want_read);
+/* tcp_tls_write of iov[0..cnt) as one stream (records span the pieces); a retry after EAGAIN
+ * starts with the same bytes. */
+ssize_t tcp_tls_writev(void *ssl, const struct iovec *iov, int cnt, bool *want_read);
 /* Decrypted or received bytes wait inside the session (epoll cannot see them). */
 bool tcp_tls_pending(void *ssl);
 /* The last TLS error of this thread, as text. */

@@ -184,15 +184,13 @@ struct efa_piece {
     void *desc;
     uint32_t rail;
     bool posted;
-    bool dc;                      /* posted with FI_DELIVERY_COMPLETE */
-    bool self_copy;               /* posted plain, for the provider to copy inside the post */
-    uint64_t seq;                 /* batched write: its number on (peer, rail); 0 otherwise */
-    struct efa_piece *next_wait;  /* sent, waiting for a later write's acknowledgement */
-    uint32_t seg, nseg;           /* a paged batch's write: its segments (efa_batch.seg) */
-    uint32_t pages;               /* ... its pages */
-    uint32_t carry;               /* ... and the immediates its CQ data counts (0: no CQ data) */
-    uint32_t wseg, nwseg, wpages; /* writer copy: the segments this side copies before it */
-    bool wdone;                   /* ... copied */
+    bool dc;                     /* posted with FI_DELIVERY_COMPLETE */
+    bool self_copy;              /* posted plain, for the provider to copy inside the post */
+    uint64_t seq;                /* batched write: its number on (peer, rail); 0 otherwise */
+    struct efa_piece *next_wait; /* sent, waiting for a later write's acknowledgement */
+    uint32_t seg, nseg;          /* a paged batch's write: its segments (efa_batch.seg) */
+    uint32_t pages;              /* ... its pages */
+    uint32_t carry;              /* ... and the immediates its CQ data counts (0: no CQ data) */
 };
 
 /* Most segments one write of a paged batch carries (the provider's limits may say fewer). */
@@ -301,7 +299,7 @@ struct efa_peer {
     uint32_t rma_queued; /* pieces in rq */
     int rq_next;         /* next peer in t->rq_peers' list, -1 at its end */
     bool rq_listed;      /* in that list */
-    bool cma_off;        /* paged writer copy into this process failed once: not tried again */
+    bool cma_off;        /* pulled pages: copying into this process failed once, not tried again */
     bool self_ok;        /* ... and succeeded once (a later failure is the peer's, not CMA's) */
     /* liveness (efa_peer.c) */
     int64_t last_tx_ns;

@@ -315,8 +315,6 @@ static int send_imm(struct lite_transport *t, struct efa_rma *m)
     return lite_efa_ctl_send(t, m->peer, LITE_EFA_T_IMM, m->ack_id, b, m->imm_count > 1 ? 8 : 4);
 }
 
-static int self_copy(struct lite_transport *t, struct efa_rma *m, uint32_t from, uint32_t n);
-
 /* Post m's n pieces, in order behind this peer's queued stripes (other peers' queues do not hold
  * it up). A piece the provider refuses for now waits in the peer's queue; one it refuses for
  * good fails the rest of m (pieces already posted complete later). */
@@ -326,14 +324,6 @@ static void post_pieces(struct lite_transport *t, struct efa_rma *m, struct efa_
     struct efa_peer *p = &t->peers[m->peer];
     for (uint32_t i = 0; i < n; i++) {
         struct efa_piece *pc = &piece[i];
-        if (pc->nwseg && !pc->wdone) {
-            /* This side's group before the write that counts it (lite_efa_batch_close). A
-             * failure now (the peer exited, or unmapped the region) fails the op. */
-            int rc = self_copy(t, m, pc->wseg, pc->nwseg);
-            pc->wdone = true;
-            if (rc && !m->status)
-                m->status = rc == -ESRCH ? -LITE_ERR_PEER_LOST : rc;
-        }
         bool queued = p->rma_queued > 0;
         int rc = queued ? -FI_EAGAIN : post_piece(t, pc);
         if (rc == -FI_EAGAIN) {
@@ -442,9 +432,9 @@ static void start(struct lite_transport *t, struct efa_rma *m, const struct efa_
  * target still counts one immediate per page: with 8 bytes of CQ data a write says how many
  * pages it counts (LITE_EFA_CQ_COUNT_SHIFT: its own, or on an ordered provider those of its
  * rail's earlier writes too, carry_counts); otherwise the writes go plain and, once all are in
- * place, one IMM message counts them all. With writer copy (shm) this side copies a share of the
- * pages itself first (self_copy). Every page's op completes when the batch does. The batch is
- * posted at its last op, at an op that does not fit it, or at the next progress.
+ * place, one IMM message counts them all. With writer copy (shm) the batch goes without the
+ * provider instead (PULLED PAGES, below). Every page's op completes when the batch does. The batch
+ * is posted at its last op, at an op that does not fit it, or at the next progress.
  */
 #define BATCH_MAX_OPS 4096         /* pages gathered before the batch is posted anyway */
 #define BATCH_SEG_MAX (256 * 1024) /* bytes a coalesced segment grows to */
@@ -491,49 +481,16 @@ static void carry_counts(const struct lite_transport *t, struct efa_batch *b)
     }
 }
 
-/* Writer copy of a batch (shm): the target's CPU copies half of the pages inside its progress,
- * and this side copies the other half meanwhile, as the two stripes of a large write do. shm's
- * own writer-side copy ("fast RMA") takes one remote segment per post, so a page per system call
- * and a completion each; here one process_vm_writev covers a group of segments. The groups
- * alternate with the target's writes (W0 T1 W1 T2 ... T_k): a post must take the lock of the
- * target's region, which the target holds while it copies everything queued, so writes posted
- * back to back each wait for the one before to be copied; posted between this side's own
- * copies, each finds the target done with the one before. T_j counts its own pages and those
- * of W_j-1, copied before it was posted. The same check as every op of the batch passed
- * (batch_add: the target confirmed the region, and the range lies inside it) bounds each
- * segment; the kernel allows the copy only where the provider's own would be (CMA). */
-#define SELF_PAGES (LITE_EFA_CQ_COUNT_MAX / 2) /* pages of a group, so W_j-1 + T_j fit a count */
-
-/* Segments of the group that starts at segment i: at most max_seg, SELF_PAGES pages (`half`)
- * or a whole count, leaving `leave` segments after it. */
-static uint32_t group(const struct efa_batch *b, uint32_t i, uint32_t max_seg, bool half,
-                      uint32_t leave)
+/* Segments of the write that starts at segment i: at most max_seg, and at most a count's pages. */
+static uint32_t group(const struct efa_batch *b, uint32_t i, uint32_t max_seg)
 {
-    uint32_t k = 0, pages = 0, cap = half ? SELF_PAGES : LITE_EFA_CQ_COUNT_MAX;
-    while (i + k + leave < b->nseg && k < max_seg &&
-           (k == 0 || pages + b->seg[i + k].pages <= cap)) {
+    uint32_t k = 0, pages = 0;
+    while (i + k < b->nseg && k < max_seg &&
+           (k == 0 || pages + b->seg[i + k].pages <= LITE_EFA_CQ_COUNT_MAX)) {
         pages += b->seg[i + k].pages;
         k++;
     }
     return k;
-}
-
-static int self_copy(struct lite_transport *t, struct efa_rma *m, uint32_t from, uint32_t n)
-{
-    struct efa_batch *b = m->batch;
-    struct iovec liov[LITE_EFA_BATCH_IOV], riov[LITE_EFA_BATCH_IOV];
-    size_t want = 0;
-    for (uint32_t k = 0; k < n; k++) {
-        const struct efa_seg *g = &b->seg[from + k];
-        liov[k] = (struct iovec){.iov_base = g->local, .iov_len = g->len};
-        riov[k] =
-            (struct iovec){.iov_base = (void *)(uintptr_t)(m->raddr + g->roff), .iov_len = g->len};
-        want += g->len;
-    }
-    ssize_t got = process_vm_writev((pid_t)t->peers[m->peer].pid, liov, n, riov, n, 0);
-    if (got < 0)
-        return -errno;
-    return (size_t)got == want ? 0 : -EFAULT;
 }
 
 /* ---- pulled pages (shm) ----
@@ -724,49 +681,23 @@ void lite_efa_batch_close(struct lite_transport *t, bool later)
     if (t->writer_copy && !p->cma_off && p->pid && lmr->kind == LITE_MEM_HOST &&
         pull_batch(t, m, later))
         return;
-    /* Writer copy: groups of segments this side copies alternate with the target's writes.
-     * The first group copied here (the rest in post_pieces) tells whether the kernel allows it. */
-    bool self = t->writer_copy && !p->cma_off && p->pid && b->nseg >= 2;
-    uint32_t wmax = t->iov_max < LITE_EFA_BATCH_IOV ? t->iov_max : LITE_EFA_BATCH_IOV;
-    if (self) {
-        int rc = self_copy(t, m, 0, group(b, 0, wmax, true, 1));
-        if (rc) {
-            LITE_INFO("%s rank %d: copying paged writes into rank %d's memory failed (%s): the "
-                      "target copies them all from now on",
-                      EFA_LOG, t->rank, m->peer, strerror(-rc));
-            p->cma_off = true;
-            self = false;
-        }
-    }
-    /* Writes of up to iov_max segments, and (CQ data) of at most LITE_EFA_CQ_COUNT_MAX pages,
-     * each after its group of this side's (self). Counted first, then built the same way. */
+    /* Writes of up to iov_max segments, and (CQ data) of at most LITE_EFA_CQ_COUNT_MAX pages.
+     * Counted first, then built the same way. */
     uint32_t npc = 0;
-    for (uint32_t i = 0; i < b->nseg; npc++) {
-        i += self ? group(b, i, wmax, true, 1) : 0;
-        i += group(b, i, t->iov_max, self, 0);
-    }
+    for (uint32_t i = 0; i < b->nseg; npc++)
+        i += group(b, i, t->iov_max);
     b->pieces = calloc(npc, sizeof(*b->pieces));
     if (!b->pieces) {
         finish(t, m, -ENOMEM, later);
         return;
     }
-    const struct efa_mr *local = m->r.local_handle;
     uint32_t n = 0;
     for (uint32_t i = 0; i < b->nseg; n++) {
         struct efa_piece *pc = &b->pieces[n];
         pc->c.kind = CTX_PIECE;
         pc->parent = m;
-        if (self) {
-            pc->wseg = i;
-            pc->nwseg = group(b, i, wmax, true, 1);
-            for (uint32_t k = 0; k < pc->nwseg; k++)
-                pc->wpages += b->seg[i + k].pages;
-            pc->wdone = n == 0; /* copied above */
-            i += pc->nwseg;
-            t->self_pages += pc->wpages;
-        }
         pc->seg = i;
-        pc->nseg = group(b, i, t->iov_max, self, 0);
+        pc->nseg = group(b, i, t->iov_max);
         for (uint32_t k = 0; k < pc->nseg; k++) {
             pc->pages += b->seg[i + k].pages;
             pc->len += b->seg[i + k].len;
@@ -774,19 +705,11 @@ void lite_efa_batch_close(struct lite_transport *t, bool later)
         i += pc->nseg;
         /* With writer copy every op stays on rail 0 (start); otherwise spread over the rails. */
         pc->rail = t->writer_copy ? 0 : t->rma_rr++ % b->nrails;
-        pc->desc = local->desc[pc->rail];
+        pc->desc = lmr->desc[pc->rail];
     }
     b->npieces = n;
     m->imm_after = m->r.has_imm && t->imm_mode != IMM_CQDATA64;
     carry_counts(t, b);
-    /* A write counts the pages this side copied before it was posted, too (writer copy means
-     * no RMA order: carry_counts gave each write its own pages). */
-    for (uint32_t i = 0; i < n; i++) {
-        b->pieces[i].carry += b->pieces[i].wpages;
-        /* (a coalesced run of many pages may pass the count: the IMM message counts then) */
-        if (b->pieces[i].carry > LITE_EFA_CQ_COUNT_MAX)
-            m->imm_after = m->r.has_imm;
-    }
     m->imm_count = b->nops;
     m->npieces = m->left = n;
     post_pieces(t, m, b->pieces, n, later);

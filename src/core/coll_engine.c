@@ -220,7 +220,7 @@ static void purge_stale(struct lite_ctx *ctx, uint64_t seq)
     for (const struct lite_coll_op *o = ctx->coll_head; o; o = o->next)
         if (o->seq < low)
             low = o->seq;
-    lite_p2p_purge_coll(ctx, lite_coll_tag(low, 0));
+    lite_match_purge_coll(ctx, lite_coll_tag(low, 0));
 }
 
 int lite_coll_op_begin(struct lite_ctx *ctx, int kind, size_t count, int dtype, int redop,
@@ -728,7 +728,7 @@ static int withdraw(struct lite_coll_op *op)
     for (int i = 0; i < op->npend;) {
         struct lite_request *r = op->pend[i].r;
         if (r->state == LITE_REQ_DONE ||
-            (r->kind == LITE_REQ_RECV && r->state == LITE_REQ_POSTED) || lite_flow_send_parked(r)) {
+            (r->kind == LITE_REQ_RECV && r->state == LITE_REQ_POSTED) || lite_rndv_send_parked(r)) {
             lite_request_cancel(op->ctx, r); /* releases a finished request too */
             op->pend[i] = op->pend[--op->npend];
         } else {
@@ -888,12 +888,12 @@ void lite_coll_fini(struct lite_ctx *ctx)
             return;
         reg_remove(op);
         /* lite_finalize has closed the transport (nothing refers to these transfers any more)
-         * and flow.c has let go of its rendezvous lists: release them with their op. */
+         * and rndv.c has let go of its rendezvous lists: release them with their op. */
         for (int i = 0; i < op->npend; i++)
             if (op->pend[i].r) {
                 /* an op never finished (its peer died, or it was not waited for) may still
                  * have receives posted: p2p_fini must not find them there afterwards */
-                lite_request_unpost(ctx, op->pend[i].r);
+                lite_match_unpost(ctx, op->pend[i].r);
                 lite_request_release(ctx, op->pend[i].r);
             }
         lite_coll_op_free(op);

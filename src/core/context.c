@@ -232,7 +232,7 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     ctx->peers = calloc((size_t)ctx->s.world_size, sizeof(struct lite_peer));
     if (!ctx->peers)
         return init_fail(ctx, -ENOMEM, "out of memory");
-    rc = lite_flow_init(ctx, why, sizeof(why));
+    rc = lite_credit_init(ctx, why, sizeof(why));
     if (rc)
         return init_fail(ctx, rc, why);
 
@@ -381,7 +381,7 @@ LITE_API int lite_finalize(lite_ctx_t *ctx)
     }
     lite_emu_fini(ctx);
     lite_mr_fini(ctx);
-    lite_flow_fini(ctx); /* before coll_fini, which frees requests flow.c may still list */
+    lite_rndv_fini(ctx); /* before coll_fini, which frees requests rndv.c may still list */
     lite_coll_fini(ctx);
     lite_imm_fini(ctx);
     lite_p2p_fini(ctx);

@@ -24,7 +24,7 @@
 #include "credits.h"
 #include "request.h"
 
-int lite_flow_init(struct lite_ctx *ctx, char *why, size_t why_len)
+int lite_credit_init(struct lite_ctx *ctx, char *why, size_t why_len)
 {
     ctx->credits_max = (uint32_t)ctx->s.credits;
     ctx->rndv_threshold = (size_t)ctx->s.rndv_threshold;
@@ -47,7 +47,7 @@ int lite_ctrl_send(struct lite_ctx *ctx, int peer, uint8_t type, const void *pay
         if (!r)
             return -ENOMEM;
         r->pending_ops = 1;
-        r->kind = 0; /* internal: released by flow_send_done */
+        r->kind = 0; /* internal: released by upcall.c's send_done */
     }
     struct lite_msg_hdr h = {.tag = ++p->ctrl_seq,
                              .len = len,
@@ -64,8 +64,8 @@ int lite_ctrl_send(struct lite_ctx *ctx, int peer, uint8_t type, const void *pay
     return rc;
 }
 
-int lite_flow_ctrl_send(struct lite_ctx *ctx, int peer, uint8_t type, const void *payload,
-                        size_t len, struct lite_emu_op *emu)
+int lite_ctrl_send_emu(struct lite_ctx *ctx, int peer, uint8_t type, const void *payload,
+                       size_t len, struct lite_emu_op *emu)
 {
     struct lite_request *r = lite_request_new(ctx, LITE_REQ_SEND, LITE_CHAN_CTRL, peer, 0, NULL, 0);
     if (!r)
@@ -158,7 +158,7 @@ int lite_credit_send(struct lite_ctx *ctx, struct lite_request *r)
     return post_listed(ctx, p, r);
 }
 
-/* Which rule an arriving message broke (out of line: lite_flow_admit, on every message's path,
+/* Which rule an arriving message broke (out of line: lite_credit_admit, on every message's path,
  * stays a few loads and one branch). */
 static __attribute__((noinline, cold)) int admit_refused(struct lite_ctx *ctx, int peer,
                                                          const struct lite_msg_hdr *hdr)
@@ -178,7 +178,7 @@ static __attribute__((noinline, cold)) int admit_refused(struct lite_ctx *ctx, i
     return -LITE_ERR_PROTOCOL;
 }
 
-int lite_flow_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr)
+int lite_credit_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr)
 {
     struct lite_peer *p = &ctx->peers[peer];
     uint64_t credits = (uint64_t)p->credits + hdr->credits;
@@ -193,7 +193,7 @@ int lite_flow_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *h
     return 0;
 }
 
-void lite_flow_freed(struct lite_ctx *ctx, int peer)
+void lite_credit_freed(struct lite_ctx *ctx, int peer)
 {
     struct lite_peer *p = &ctx->peers[peer];
     p->credits_owed++;
@@ -207,7 +207,7 @@ void lite_flow_freed(struct lite_ctx *ctx, int peer)
  * order, so a receiver can owe fewer than half while the rest of the window sits unexpected
  * here, and the sender's next message, the one we wait for, would wait for a credit that
  * never comes. */
-void lite_flow_idle(struct lite_ctx *ctx)
+void lite_credit_idle(struct lite_ctx *ctx)
 {
     for (int i = 0; i < ctx->s.world_size; i++) {
         struct lite_peer *p = &ctx->peers[i];

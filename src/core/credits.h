@@ -15,7 +15,7 @@ enum { LITE_CTRL_CTS = 1, LITE_CTRL_FIN = 2, LITE_CTRL_CREDIT = 3, LITE_CTRL_RTR
 #define LITE_CTRL_EMU_FIRST 16
 #define LITE_CTRL_EMU_LAST  20
 
-int lite_flow_init(struct lite_ctx *ctx, char *why, size_t why_len);
+int lite_credit_init(struct lite_ctx *ctx, char *why, size_t why_len);
 
 /* Credits owed to the peer, taken for piggy-backing on a message to it. */
 static inline uint16_t lite_credit_take_owed(struct lite_peer *p)
@@ -40,8 +40,8 @@ int lite_ctrl_send(struct lite_ctx *ctx, int peer, uint8_t type, const void *pay
                    struct lite_request *op);
 /* A control message to `peer` through an internal request (released when the backend is done
  * with it; `emu` then hears of it): 0 or the code msg_send returned. */
-int lite_flow_ctrl_send(struct lite_ctx *ctx, int peer, uint8_t type, const void *payload,
-                        size_t len, struct lite_emu_op *emu);
+int lite_ctrl_send_emu(struct lite_ctx *ctx, int peer, uint8_t type, const void *payload,
+                       size_t len, struct lite_emu_op *emu);
 
 /* Send a user/collective message (or, with r->rndv, its RTS) now, or queue it until credit
  * returns, in posting order. */
@@ -51,11 +51,11 @@ bool lite_credit_unqueue(struct lite_ctx *ctx, struct lite_request *r);
 
 /* Receiver side of an arriving user/collective message: apply piggy-backed credits, check the
  * peer keeps within its credits and the eager size. */
-int lite_flow_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr);
+int lite_credit_admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr);
 /* A credit-consuming message no longer occupies memory here. */
-void lite_flow_freed(struct lite_ctx *ctx, int peer);
+void lite_credit_freed(struct lite_ctx *ctx, int peer);
 /* A wait is about to sleep: return owed credits to peers left without any. */
-void lite_flow_idle(struct lite_ctx *ctx);
+void lite_credit_idle(struct lite_ctx *ctx);
 /* An arriving control message (its type already checked): in order, the credits it returns
  * applied (queued sends go), its header kept in the peer's rx_hdr. */
 int lite_credit_ctrl_in(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr);

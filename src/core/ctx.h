@@ -39,7 +39,7 @@ struct lite_request {
     void *stage;     /* a device buffer's pinned bounce buffer (gpu_stage.c), else NULL */
     void *stage_dst; /* a staged receive: the device buffer its bytes go to at completion */
     /* Every request allocated and not yet freed, cached ones included: lite_finalize frees
-     * those the user never waited for too. Last, so a reused request keeps them (p2p.c). */
+     * those the user never waited for too. Last, so a reused request keeps them (request.c). */
     struct lite_request *all_prev, *all_next;
 };
 
@@ -69,7 +69,7 @@ struct lite_peer {
     struct lite_unexp *unexp[LITE_CHAN_COUNT];    /* FIFO of unexpected messages */
     void *rx_token;                               /* the message being received, if any */
 
-    /* flow control and rendezvous (flow.c) */
+    /* flow control and rendezvous (credits.c, rndv.c) */
     uint32_t credits;        /* eager slots this rank may still fill at the peer */
     uint32_t credits_owed;   /* slots freed here, not yet returned to the peer */
     uint32_t rx_outstanding; /* credit-consuming messages received and not yet credited back */
@@ -139,7 +139,7 @@ struct lite_rndv {
     bool rts_done;    /* sender: the backend finished sending the RTS */
     bool cts_seen;    /* sender: the CTS arrived; `write` is ready */
     bool cts_ended;   /* sender: the CTS refused or was bad; done (with `status`) once the RTS is */
-    bool abandoned;   /* sender: the caller gave up (lite_flow_abandon): never read its buffer */
+    bool abandoned;   /* sender: the caller gave up (lite_rndv_abandon): never read its buffer */
     struct lite_tp_rma write;
     uint8_t msg[LITE_RNDV_MSG_MAX]; /* payload of the RTS / CTS / FIN this side sends */
 };
@@ -156,7 +156,7 @@ struct lite_ctx {
     uint64_t coll_seq;              /* collectives started so far; identical on every rank */
     uint8_t coll_sink;              /* where zero-information messages (barrier tokens) land */
     bool ready;                     /* lite_init completed */
-    struct lite_request *req_cache; /* released requests kept for reuse (p2p.c) */
+    struct lite_request *req_cache; /* released requests kept for reuse (request.c) */
     struct lite_request *req_all;   /* every allocated request (lite_request.all_next) */
     int req_cached;
     int64_t spin_ns;    /* how long a wait polls before it sleeps in the backend */

@@ -49,7 +49,7 @@ static void unlink_unexp(struct lite_peer *p, struct lite_unexp *u)
     u->next = NULL;
 }
 
-void lite_p2p_purge_coll(struct lite_ctx *ctx, uint64_t below)
+void lite_match_purge_coll(struct lite_ctx *ctx, uint64_t below)
 {
     for (int i = 0; i < ctx->s.world_size; i++) {
         struct lite_unexp **pp = &ctx->peers[i].unexp[LITE_CHAN_COLL];
@@ -64,9 +64,9 @@ void lite_p2p_purge_coll(struct lite_ctx *ctx, uint64_t below)
                        "without it (tag %#llx)",
                        ctx->s.rank, i, (unsigned long long)u->tag);
             if (i != ctx->s.rank)
-                lite_flow_freed(ctx, i);
+                lite_credit_freed(ctx, i);
             if (u->rts)
-                lite_flow_rts_refuse(ctx, i, u->len, u->rts_id);
+                lite_rndv_rts_refuse(ctx, i, u->len, u->rts_id);
             free(u->data);
             free(u);
         }
@@ -81,7 +81,7 @@ static void append_posted(struct lite_peer *p, struct lite_request *r)
     *pp = r;
 }
 
-void lite_request_unpost(struct lite_ctx *ctx, struct lite_request *r)
+void lite_match_unpost(struct lite_ctx *ctx, struct lite_request *r)
 {
     if (r->kind != LITE_REQ_RECV || r->peer < 0 || r->peer >= ctx->s.world_size)
         return;
@@ -104,9 +104,9 @@ static void append_unexp(struct lite_peer *p, struct lite_unexp *u)
 static void deliver_unexp(struct lite_ctx *ctx, struct lite_request *r, struct lite_unexp *u)
 {
     if (r->peer != ctx->s.rank && u->channel != LITE_CHAN_CTRL)
-        lite_flow_freed(ctx, r->peer);
+        lite_credit_freed(ctx, r->peer);
     if (u->rts) {
-        lite_flow_rts_matched(ctx, r, u->len, u->rts_id);
+        lite_rndv_rts_matched(ctx, r, u->len, u->rts_id);
     } else if (u->len > r->len) {
         r->bytes = 0;
         finish(r, -LITE_ERR_TRUNCATED);
@@ -150,7 +150,7 @@ static int ctrl_end(struct lite_ctx *ctx, int peer)
 {
     if (ctx->peers[peer].rx_hdr.flags >= LITE_CTRL_EMU_FIRST)
         return lite_emu_ctrl_end(ctx, peer);
-    return lite_flow_ctrl_end(ctx, peer);
+    return lite_rndv_ctrl_end(ctx, peer);
 }
 
 /* Out of line, so that admit() stays short. */
@@ -172,7 +172,7 @@ static inline int admit(struct lite_ctx *ctx, int peer, const struct lite_msg_hd
     struct lite_peer *p = &ctx->peers[peer];
     uint8_t ch = hdr->channel;
     if (peer != ctx->s.rank) {
-        int rc = lite_flow_admit(ctx, peer, hdr);
+        int rc = lite_credit_admit(ctx, peer, hdr);
         if (rc)
             return rc;
     }
@@ -189,7 +189,7 @@ static void *accept_eager(struct lite_ctx *ctx, struct lite_request *r,
 {
     /* An eager message for an announced receive: the sender did not take the RTR. */
     if (r->rndv)
-        lite_flow_rtr_withdraw(ctx, r);
+        lite_rndv_rtr_withdraw(ctx, r);
     r->state = LITE_REQ_ACTIVE;
     r->bytes = hdr->len;
     if (hdr->len > r->len) {
@@ -203,7 +203,7 @@ static void *accept_eager(struct lite_ctx *ctx, struct lite_request *r,
 static void recv_filled(struct lite_ctx *ctx, int peer, struct lite_request *r)
 {
     if (peer != ctx->s.rank && r->channel != LITE_CHAN_CTRL)
-        lite_flow_freed(ctx, peer);
+        lite_credit_freed(ctx, peer);
     if (r->truncated) {
         r->bytes = 0;
         finish(r, -LITE_ERR_TRUNCATED);
@@ -271,9 +271,9 @@ static void rts_arrived(struct lite_ctx *ctx, int peer)
     uint64_t len = lite_get64(p->rx_small), id = lite_get64(p->rx_small + 8);
     struct lite_request *r = take_posted(p, p->rx_hdr.channel, p->rx_hdr.tag);
     if (r) {
-        lite_flow_rtr_withdraw(ctx, r);
-        lite_flow_freed(ctx, peer);
-        lite_flow_rts_matched(ctx, r, len, id);
+        lite_rndv_rtr_withdraw(ctx, r);
+        lite_credit_freed(ctx, peer);
+        lite_rndv_rts_matched(ctx, r, len, id);
         return;
     }
     struct lite_unexp *u = calloc(1, sizeof(*u));
@@ -385,7 +385,7 @@ void lite_match_peer_lost(struct lite_ctx *ctx, int peer)
         finish((struct lite_request *)tok, p->lost_code);
     }
     for (struct lite_request *r = p->posted[LITE_CHAN_COLL]; r; r = r->next)
-        lite_flow_rtr_withdraw(ctx, r); /* release announced buffers: nothing will write there */
+        lite_rndv_rtr_withdraw(ctx, r); /* release announced buffers: nothing will write there */
     for (int ch = 0; ch < LITE_CHAN_COUNT; ch++)
         fail_list(&p->posted[ch], p->lost_code);
 }
@@ -422,7 +422,7 @@ int lite_post_recv(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, v
     } else {
         append_posted(p, r);
         if (chan == LITE_CHAN_COLL)
-            lite_flow_rtr_post(ctx, r); /* a large collective receive announces its buffer */
+            lite_rndv_rtr_post(ctx, r); /* a large collective receive announces its buffer */
     }
     *out = r;
     return 0;
@@ -436,16 +436,16 @@ int lite_request_cancel(struct lite_ctx *ctx, struct lite_request *req)
         lite_request_release(ctx, req);
         return 0;
     }
-    if (lite_flow_send_parked(req)) {
+    if (lite_rndv_send_parked(req)) {
         /* a collective send still waiting for the receiver's RTR: nothing has moved */
-        lite_flow_send_unpark(ctx, req);
+        lite_rndv_send_unpark(ctx, req);
         lite_request_release(ctx, req);
         return 0;
     }
     if (req->kind != LITE_REQ_RECV || req->state != LITE_REQ_POSTED)
         return lite_fail(ctx, -EBUSY, "cancel: the request is already moving data");
-    lite_request_unpost(ctx, req);
-    lite_flow_rtr_withdraw(ctx, req);
+    lite_match_unpost(ctx, req);
+    lite_rndv_rtr_withdraw(ctx, req);
     lite_request_release(ctx, req);
     return 0;
 }

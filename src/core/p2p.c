@@ -53,7 +53,7 @@ static int give_up(struct lite_ctx *ctx, struct lite_request *r, lite_status_t *
         lite_request_cancel(ctx, r);
         return -ETIMEDOUT;
     }
-    if (r->state != LITE_REQ_DONE && lite_flow_abandon(ctx, r) == 0) {
+    if (r->state != LITE_REQ_DONE && lite_rndv_abandon(ctx, r) == 0) {
         memcpy(ctx->last_error, detail, sizeof(detail));
         return -ETIMEDOUT;
     }
@@ -83,7 +83,7 @@ LITE_API int lite_send(lite_ctx_t *ctx, int peer, uint64_t tag, const void *buf,
         return rc;
     /* A small message the backend sends with its bytes needs no request and no wait. */
     if (peer != ctx->s.rank) {
-        rc = lite_flow_inject(ctx, LITE_CHAN_USER, peer, tag, buf, len);
+        rc = lite_rndv_inject(ctx, LITE_CHAN_USER, peer, tag, buf, len);
         if (rc == 0) {
             lite_note_sent(ctx, LITE_CHAN_USER, peer, tag);
             return 0;

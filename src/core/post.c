@@ -48,13 +48,13 @@ int lite_post_checked(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag
     if (peer == ctx->s.rank) {
         rc = send_self(ctx, chan, tag, buf, len, r);
     } else {
-        if (inject && (rc = lite_flow_inject(ctx, chan, peer, tag, buf, len)) == 0) {
+        if (inject && (rc = lite_rndv_inject(ctx, chan, peer, tag, buf, len)) == 0) {
             r->pending_ops = 0;
             r->bytes = len;
             lite_request_finish(r, 0);
         }
         if (rc == -EAGAIN)
-            rc = lite_flow_send(ctx, r);
+            rc = lite_rndv_send(ctx, r);
     }
     if (rc) {
         lite_request_release(ctx, r);

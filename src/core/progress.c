@@ -16,7 +16,7 @@
 static inline int progress_step(struct lite_ctx *ctx, int sleep_ms)
 {
     if (sleep_ms > 0)
-        lite_flow_idle(ctx);
+        lite_credit_idle(ctx);
     int rc = ctx->ops.progress(ctx->tp, sleep_ms);
     if (__builtin_expect(ctx->fail_due, 0))
         ctx->peer_fail_run(ctx); /* upcall.c, installed by lite_init */

@@ -46,7 +46,7 @@ enum {
     CT_RESP = LITE_CTRL_EMU_FIRST + 3,
     CT_DATA = LITE_CTRL_EMU_FIRST + 4,
 };
-_Static_assert(CT_DATA == LITE_CTRL_EMU_LAST, "the control types flow.c hands over");
+_Static_assert(CT_DATA == LITE_CTRL_EMU_LAST, "the control types match.c hands over");
 
 #define WRITE_LEN 40
 #define READ_LEN  32
@@ -217,8 +217,8 @@ int lite_emu_post(struct lite_ctx *ctx, const struct lite_tp_rma *rma, void *op)
     e->pending = 1 + 1 + data + answer;
     if (answer)
         fifo_push(p, e);
-    int rc = lite_flow_ctrl_send(ctx, rma->peer, read ? CT_READ : CT_WRITE, e->msg,
-                                 read ? READ_LEN : WRITE_LEN, e);
+    int rc = lite_ctrl_send_emu(ctx, rma->peer, read ? CT_READ : CT_WRITE, e->msg,
+                                read ? READ_LEN : WRITE_LEN, e);
     if (rc) {
         if (answer)
             fifo_unlink(p, e);
@@ -226,7 +226,7 @@ int lite_emu_post(struct lite_ctx *ctx, const struct lite_tp_rma *rma, void *op)
         return rc;
     }
     if (data) {
-        rc = lite_flow_ctrl_send(ctx, rma->peer, CT_DATA, rma->local, rma->len, e);
+        rc = lite_ctrl_send_emu(ctx, rma->peer, CT_DATA, rma->local, rma->len, e);
         if (rc) {
             /* The header left alone: the target waits for data that will never come, so the
              * pair cannot go on. The op ends with the peer (its answer never comes). */
@@ -253,7 +253,7 @@ static void send_ack(struct lite_ctx *ctx, int peer, uint64_t id, int status)
     lite_put64(e->msg, id);
     lite_put64(e->msg + 8, (uint64_t)(int64_t)status);
     e->pending = 1;
-    if (lite_flow_ctrl_send(ctx, peer, CT_ACK, e->msg, ACK_LEN, e))
+    if (lite_ctrl_send_emu(ctx, peer, CT_ACK, e->msg, ACK_LEN, e))
         op_free(ctx, e); /* the peer is failing: the backend reports it */
 }
 
@@ -328,11 +328,11 @@ static int read_in(struct lite_ctx *ctx, int peer, const uint8_t *m)
     lite_put64(e->msg + 8, (uint64_t)(int64_t)st);
     lite_put64(e->msg + 16, st ? 0 : len);
     e->pending = 1 + 1 + data;
-    if (lite_flow_ctrl_send(ctx, peer, CT_RESP, e->msg, RESP_LEN, e)) {
+    if (lite_ctrl_send_emu(ctx, peer, CT_RESP, e->msg, RESP_LEN, e)) {
         e->pending -= 1 + data; /* the peer is failing: the backend reports it */
     } else if (data) {
         /* Straight from the region, held until the backend is done with the bytes. */
-        int rc = lite_flow_ctrl_send(ctx, peer, CT_DATA, addr, len, e);
+        int rc = lite_ctrl_send_emu(ctx, peer, CT_DATA, addr, len, e);
         if (rc) {
             e->pending--;
             lite_peer_fail_deferred(ctx, peer, rc,
@@ -383,7 +383,7 @@ static int resp_in(struct lite_ctx *ctx, int peer, const uint8_t *m)
     return 0;
 }
 
-/* ---- control messages (from flow.c) ---- */
+/* ---- control messages (from match.c) ---- */
 
 int lite_emu_ctrl_begin(struct lite_ctx *ctx, int peer, const struct lite_msg_hdr *hdr, void **dst)
 {

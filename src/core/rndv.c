@@ -86,7 +86,7 @@ static void rtr_purge(struct lite_peer *p, uint64_t tag)
     }
 }
 
-int lite_flow_send(struct lite_ctx *ctx, struct lite_request *r)
+int lite_rndv_send(struct lite_ctx *ctx, struct lite_request *r)
 {
     struct lite_peer *p = &ctx->peers[r->peer];
     bool rtr = rtr_mode(ctx, r->channel, r->len);
@@ -123,7 +123,7 @@ int lite_flow_send(struct lite_ctx *ctx, struct lite_request *r)
     return lite_credit_send(ctx, r); /* now, or when credit returns */
 }
 
-int lite_flow_inject(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, const void *buf,
+int lite_rndv_inject(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag, const void *buf,
                      size_t len)
 {
     struct lite_peer *p = &ctx->peers[peer];
@@ -131,7 +131,7 @@ int lite_flow_inject(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag,
     if (!ctx->ops.msg_inject || p->credits == 0 || p->sendq || len >= ctx->rndv_threshold)
         return -EAGAIN;
     if (chan == LITE_CHAN_COLL)
-        rtr_purge(p, tag + 1); /* as lite_flow_send: a tag that goes eager drops its RTR */
+        rtr_purge(p, tag + 1); /* as lite_rndv_send: a tag that goes eager drops its RTR */
     struct lite_msg_hdr h = {.tag = tag, .len = len, .channel = chan};
     p->credits--;
     h.credits = lite_credit_take_owed(p);
@@ -143,18 +143,18 @@ int lite_flow_inject(struct lite_ctx *ctx, uint8_t chan, int peer, uint64_t tag,
 
 /* Refuse a rendezvous nobody will receive (its collective ended without it): the sender's send
  * ends as if the receiver's buffer were too short. */
-void lite_flow_rts_refuse(struct lite_ctx *ctx, int peer, uint64_t len, uint64_t id)
+void lite_rndv_rts_refuse(struct lite_ctx *ctx, int peer, uint64_t len, uint64_t id)
 {
     struct lite_request *r = lite_request_new(ctx, LITE_REQ_RECV, LITE_CHAN_COLL, peer, 0, NULL, 0);
     if (!r)
         return;
-    lite_flow_rts_matched(ctx, r, len ? len : 1, id); /* longer than 0 bytes: refused */
+    lite_rndv_rts_matched(ctx, r, len ? len : 1, id); /* longer than 0 bytes: refused */
     lite_request_release(ctx, r);
 }
 
 /* ---- rendezvous, receiver side ---- */
 
-void lite_flow_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_t len, uint64_t id)
+void lite_rndv_rts_matched(struct lite_ctx *ctx, struct lite_request *r, uint64_t len, uint64_t id)
 {
     struct lite_peer *p = &ctx->peers[r->peer];
     struct lite_rndv *rv = calloc(1, sizeof(*rv));
@@ -248,7 +248,7 @@ static void start_write(struct lite_ctx *ctx, struct lite_request *r)
         return;
     }
     if (!ordered)
-        return; /* FIN when the write completes (lite_flow_send_done) */
+        return; /* FIN when the write completes (lite_rndv_send_done) */
     /* The FIN cannot overtake the data: send it now. The write was checked against the
      * receiver's own fresh registration, so its status is 0 unless the connection dies, and
      * then the receiver never sees this FIN either. */
@@ -336,7 +336,7 @@ static int rtr_arrived(struct lite_ctx *ctx, int peer, const uint8_t *m)
     return 0;
 }
 
-bool lite_flow_rtr_post(struct lite_ctx *ctx, struct lite_request *r)
+bool lite_rndv_rtr_post(struct lite_ctx *ctx, struct lite_request *r)
 {
     if (r->peer == ctx->s.rank || !rtr_mode(ctx, r->channel, r->len))
         return false;
@@ -362,13 +362,13 @@ bool lite_flow_rtr_post(struct lite_ctx *ctx, struct lite_request *r)
     req->pending_ops = 1;
     if (lite_ctrl_send(ctx, r->peer, LITE_CTRL_RTR, rv->msg, RTR_LEN, req)) {
         lite_request_release(ctx, req);
-        lite_flow_rtr_withdraw(ctx, r);
+        lite_rndv_rtr_withdraw(ctx, r);
         return false;
     }
     return true;
 }
 
-void lite_flow_rtr_withdraw(struct lite_ctx *ctx, struct lite_request *r)
+void lite_rndv_rtr_withdraw(struct lite_ctx *ctx, struct lite_request *r)
 {
     struct lite_rndv *rv = r->rndv;
     if (!rv || rv->stage != ST_RTR)
@@ -382,12 +382,12 @@ void lite_flow_rtr_withdraw(struct lite_ctx *ctx, struct lite_request *r)
     r->rndv = NULL;
 }
 
-bool lite_flow_send_parked(const struct lite_request *r)
+bool lite_rndv_send_parked(const struct lite_request *r)
 {
     return r->kind == LITE_REQ_SEND && r->rndv && r->rndv->stage == ST_PARK;
 }
 
-void lite_flow_send_unpark(struct lite_ctx *ctx, struct lite_request *r)
+void lite_rndv_send_unpark(struct lite_ctx *ctx, struct lite_request *r)
 {
     struct lite_peer *p = &ctx->peers[r->peer];
     for (struct lite_request **pp = &p->rtr_wait; *pp; pp = &(*pp)->next) {
@@ -424,7 +424,7 @@ bool lite_rndv_ctrl_ok(const struct lite_msg_hdr *hdr)
     return hdr->flags >= LITE_CTRL_CTS && hdr->flags <= LITE_CTRL_RTR && hdr->len == want;
 }
 
-/* An abandoned send (lite_flow_abandon) got its CTS: a FIN that cancels, so the receiver's
+/* An abandoned send (lite_rndv_abandon) got its CTS: a FIN that cancels, so the receiver's
  * receive fails instead of waiting; the request goes when the FIN has left. */
 static void cancel_fin(struct lite_ctx *ctx, struct lite_request *r)
 {
@@ -440,7 +440,7 @@ static void cancel_fin(struct lite_ctx *ctx, struct lite_request *r)
 
 /* The answer to our RTS ends the send without a write. While the backend still owns the RTS
  * (some report its completion after the answer, and a hostile peer can answer one still
- * queued) the request is not finished yet: lite_flow_send_done finishes it. */
+ * queued) the request is not finished yet: lite_rndv_send_done finishes it. */
 static void cts_end(struct lite_request *r, int status)
 {
     if (r->rndv->rts_done) {
@@ -451,7 +451,7 @@ static void cts_end(struct lite_request *r, int status)
     r->rndv->cts_ended = true;
 }
 
-int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
+int lite_rndv_ctrl_end(struct lite_ctx *ctx, int peer)
 {
     struct lite_peer *p = &ctx->peers[peer];
     const uint8_t *m = p->rx_small;
@@ -539,7 +539,7 @@ int lite_flow_ctrl_end(struct lite_ctx *ctx, int peer)
     return 0;
 }
 
-bool lite_flow_send_done(struct lite_ctx *ctx, struct lite_request *r, int status)
+bool lite_rndv_send_done(struct lite_ctx *ctx, struct lite_request *r, int status)
 {
     struct lite_rndv *rv = r->rndv;
     if (rv->stage == ST_RTS) {
@@ -601,7 +601,7 @@ bool lite_flow_send_done(struct lite_ctx *ctx, struct lite_request *r, int statu
  * peer where that can be done. Returns 0 when the buffer is the caller's again (r released, or
  * kept by the library and never touching the buffer), -EBUSY when bytes are moving (the caller
  * waits for r to end). */
-int lite_flow_abandon(struct lite_ctx *ctx, struct lite_request *r)
+int lite_rndv_abandon(struct lite_ctx *ctx, struct lite_request *r)
 {
     struct lite_rndv *rv = r->rndv;
     if (r->kind == LITE_REQ_SEND) {
@@ -653,7 +653,7 @@ static void free_rtrs(struct lite_peer *p)
     p->nrtr = 0;
 }
 
-void lite_flow_peer_failed(struct lite_ctx *ctx, int peer, int code)
+void lite_rndv_peer_failed(struct lite_ctx *ctx, int peer, int code)
 {
     struct lite_peer *p = &ctx->peers[peer];
     fail_chain(&p->sendq, code);
@@ -669,7 +669,7 @@ void lite_flow_peer_failed(struct lite_ctx *ctx, int peer, int code)
     fail_chain(&p->rndv_recv, code);
 }
 
-void lite_flow_fini(struct lite_ctx *ctx)
+void lite_rndv_fini(struct lite_ctx *ctx)
 {
     for (int i = 0; ctx->peers && i < ctx->s.world_size; i++) {
         struct lite_peer *p = &ctx->peers[i];

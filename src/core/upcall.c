@@ -29,7 +29,7 @@ static void up_send_done(struct lite_core *core, void *op, int status)
             lite_emu_msg_done(ctx, e, status);
         return;
     }
-    if (r->rndv && lite_flow_send_done(ctx, r, status))
+    if (r->rndv && lite_rndv_send_done(ctx, r, status))
         return;
     if (status && !r->error)
         r->error = status;
@@ -59,7 +59,7 @@ static void peer_lost(struct lite_ctx *ctx, int peer, int status, const char *wh
     lite_match_peer_lost(ctx, peer); /* the arriving message, the posted receives */
     if (ctx->emu)
         lite_emu_peer_failed(ctx, peer, p->lost_code); /* may end rendezvous writes: first */
-    lite_flow_peer_failed(ctx, peer, p->lost_code);
+    lite_rndv_peer_failed(ctx, peer, p->lost_code);
 }
 
 void lite_peer_fail_run(struct lite_ctx *ctx)

@@ -358,9 +358,9 @@ static int hostile_rank(lite_ctx_t *ctx, int me, int n)
         } else { /* a write header of the wrong length */
             len = 39;
         }
-        T_RC(lite_flow_ctrl_send(c, 0, type, hostile_kind == 0 ? junk : m, len, NULL));
+        T_RC(lite_ctrl_send_emu(c, 0, type, hostile_kind == 0 ? junk : m, len, NULL));
         if (hostile_kind == 1) /* the data of the refused write */
-            T_RC(lite_flow_ctrl_send(c, 0, LITE_CTRL_EMU_LAST, junk, 16, NULL));
+            T_RC(lite_ctrl_send_emu(c, 0, LITE_CTRL_EMU_LAST, junk, 16, NULL));
     } else {
         int rc = 0;
         for (int i = 0; i < 2000 && !c->peers[1].lost; i++) {

@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,11 +118,32 @@ struct find_arg {
     const char *owner;
 };
 
+/* A variable may be listed by two backends (nccl lists the variables of the tcp instance it runs
+ * inside): the owner named in the variable (tcp for LITETX_TCP_PORT) wins, else the first. */
+static bool names_owner(const char *name, const char *owner)
+{
+    char up[40] = "_";
+    size_t n = strlen(owner);
+    if (n + 3 > sizeof(up))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        up[1 + i] = (char)toupper((unsigned char)owner[i]);
+    up[1 + n] = '_';
+    up[2 + n] = 0;
+    return strstr(name, up) != NULL;
+}
+
 static int find_one(const char *owner, const struct lite_tunable *t, void *arg)
 {
     struct find_arg *a = arg;
     if (strcmp(t->name, a->name))
         return 0;
+    if (!a->hit) {
+        a->hit = t;
+        a->owner = owner;
+    }
+    if (!names_owner(t->name, owner))
+        return 0; /* look on: the backend it names may list it too */
     a->hit = t;
     a->owner = owner;
     return 1;

@@ -39,6 +39,9 @@
 #include "litetx/transport.h"
 
 extern const struct lite_transport_ops lite_tcp_ops;
+/* Its host messages go through a tcp instance inside, which reads tcp's variables: nccl lists
+ * them as its own, so lite_init checks them and hands them over with nccl's snapshot. */
+extern const struct lite_tunable lite_tcp_tunables[];
 
 /* ---- NCCL, loaded at run time ---- */
 
@@ -1316,4 +1319,5 @@ const struct lite_transport_ops lite_nccl_ops = {
     .connect_all = nccl_connect_all,
     .msg_send = nccl_msg_send,
     .progress = nccl_progress,
+    .tunables = lite_tcp_tunables, /* the inner tcp instance's */
 };

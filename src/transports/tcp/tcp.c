@@ -2579,7 +2579,8 @@ static int tcp_peer_stats(struct lite_transport *t, int peer, uint64_t *breaks, 
 
 /* The variables this backend reads (litetx-info --config; docs/CONFIG.md). */
 #define B LITE_TUN_BACKEND
-static const struct lite_tunable tcp_tunables[] = {
+/* Not static: the nccl backend runs a tcp instance inside and lists these as its own too. */
+const struct lite_tunable lite_tcp_tunables[] = {
     {"LITETX_TCP_PORT", "any free port", "rank r listens on this port + r", LITE_TUN_INT, B, 1,
      65535, NULL},
     {"LITETX_TCP_ADVERTISE_BASE", "the listening address",
@@ -2620,7 +2621,7 @@ const struct lite_transport_ops lite_tcp_ops = {
     .mr_reg = tcp_mr_reg,
     .mr_dereg = tcp_mr_dereg,
     .rma_post = tcp_rma_post,
-    .tunables = tcp_tunables,
+    .tunables = lite_tcp_tunables,
     .peer_stats = tcp_peer_stats,
     /* 64 KiB messages eager: a rendezvous round trip costs more than the copy at that size
      * (docs/PERFORMANCE.md, "Rendezvous threshold"). */

@@ -207,6 +207,51 @@ static void test_backend_env(void **state)
     unsetenv("LITETX_TCP_BULK_MIN");
 }
 
+/* The backends' log macros go through the sink the core hands over (tp_log.c): the level is
+ * the sink's, the line is formatted once, nothing reaches the core's log state directly. */
+void lite_tp_env_attach(const struct lite_tp_env *env); /* tp_support.h, backends' side */
+void lite_tp_log(int level, const char *fmt, ...);
+static char sink_line[256];
+static int sink_calls, sink_level_seen;
+static void capture_log(int level, const char *msg)
+{
+    sink_calls++;
+    sink_level_seen = level;
+    snprintf(sink_line, sizeof(sink_line), "%s", msg);
+}
+static int capture_level(void)
+{
+    return LITE_LOG_INFO;
+}
+
+static void test_backend_log_sink(void **state)
+{
+    struct lite_tp_env mine = {
+        .size = sizeof(mine), .log = capture_log, .log_level = capture_level};
+    lite_tp_env_attach(&mine);
+    lite_tp_log(LITE_LOG_WARN, "rank %d: %s", 3, "lost");
+    assert_int_equal(sink_calls, 1);
+    assert_int_equal(sink_level_seen, LITE_LOG_WARN);
+    assert_string_equal(sink_line, "rank 3: lost");
+    lite_tp_log(LITE_LOG_DEBUG, "below the sink's level"); /* filtered before formatting */
+    assert_int_equal(sink_calls, 1);
+    lite_tp_log(LITE_LOG_INFO, "at it");
+    assert_int_equal(sink_calls, 2);
+    /* a struct too short for a sink is ignored: the last good sink stays */
+    struct lite_tp_env old = {.size = offsetof(struct lite_tp_env, log)};
+    lite_tp_env_attach(&old);
+    lite_tp_env_attach(NULL);
+    lite_tp_log(LITE_LOG_ERROR, "still here");
+    assert_int_equal(sink_calls, 3);
+    /* the core's sink back, as every probe and open installs it */
+    struct lite_tp_env *core = lite_tun_env_new(NULL);
+    assert_non_null(core);
+    lite_tp_env_attach(core);
+    lite_tun_env_free(core);
+    lite_tp_log(LITE_LOG_DEBUG, "not captured");
+    assert_int_equal(sink_calls, 3);
+}
+
 /* lite_init refuses an invalid value of the selected backend's variables before it opens,
  * naming the variable (out of range, bad enum word, bad bool). */
 static void test_init_refuses_bad_backend_var(void **state)
@@ -291,10 +336,15 @@ static void test_coll_opts(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_find),         cmocka_unit_test(test_closest),
-        cmocka_unit_test(test_warn_unknown), cmocka_unit_test(test_init_refuses_bad_tuning),
-        cmocka_unit_test(test_coll_opts),    cmocka_unit_test(test_typed_parse),
-        cmocka_unit_test(test_backend_env),  cmocka_unit_test(test_init_refuses_bad_backend_var),
+        cmocka_unit_test(test_find),
+        cmocka_unit_test(test_closest),
+        cmocka_unit_test(test_warn_unknown),
+        cmocka_unit_test(test_init_refuses_bad_tuning),
+        cmocka_unit_test(test_coll_opts),
+        cmocka_unit_test(test_typed_parse),
+        cmocka_unit_test(test_backend_env),
+        cmocka_unit_test(test_init_refuses_bad_backend_var),
+        cmocka_unit_test(test_backend_log_sink),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

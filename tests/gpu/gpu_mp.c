@@ -8,13 +8,22 @@
  *                  (elsewhere: the registration must be refused with -ENOSYS)
  *   gpu_mp bench   16 MiB send/recv ping-pong, host buffers and device buffers interleaved,
  *                  medians and their ratio (rank 0 prints one line per size)
+ *   gpu_mp pipe    2 ranks: sizes around the staging chunk (LITETX_GPU_STAGE_CHUNK: 1 B,
+ *                  chunk-1, chunk, chunk+1, 5.5 chunks, 64 MiB), device to device, device to
+ *                  host and host to device, blocking and not; a device receive cancelled, and a
+ *                  device send withdrawn after its timeout (its receiver gets -LITE_ERR_CANCELLED)
+ *   gpu_mp lost    2 ranks: rank 1 starts a 64 MiB device send and vanishes while it moves;
+ *                  rank 0's device receive ends with -LITE_ERR_PEER_LOST (the test's timeout
+ *                  is the hang bound)
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gpu.h"
 #include "litetx/litetx.h"
@@ -381,6 +390,142 @@ static void bench(lite_ctx_t *ctx)
     lite_gpu_mem_free(d);
 }
 
+/* The staging chunk the library uses (LITETX_GPU_STAGE_CHUNK, default 4 MiB). */
+static size_t stage_chunk(void)
+{
+    const char *v = getenv("LITETX_GPU_STAGE_CHUNK");
+    long long c = v ? atoll(v) : 0;
+    return c > 0 ? (size_t)c : (size_t)4 << 20;
+}
+
+/* One message of n bytes from rank 0 to rank 1, each side's buffer on the device or not. */
+static void pipe_one(lite_ctx_t *ctx, size_t n, bool sdev, bool rdev, bool nb, uint64_t tag,
+                     uint8_t *h, void *d)
+{
+    const char *what = sdev && rdev ? "device to device"
+                       : sdev       ? "device to host"
+                                    : "host to device";
+    if (mp_rank == 0) {
+        fill_pat(h, n, 0, (uint32_t)tag);
+        void *src = h;
+        if (sdev) {
+            to_dev(d, h, n);
+            src = d;
+        }
+        if (nb) {
+            lite_request_t *sr;
+            CHECK_RC(ctx, lite_isend(ctx, 1, tag, src, n, &sr));
+            CHECK_RC(ctx, lite_wait(ctx, sr, LITE_TIMEOUT_DEFAULT, NULL));
+        } else {
+            CHECK_RC(ctx, lite_send(ctx, 1, tag, src, n, LITE_TIMEOUT_DEFAULT));
+        }
+        return;
+    }
+    /* bytes past n keep their old value: mark them, check them after */
+    memset(h, 0xA5, n + 1);
+    void *dst = h;
+    if (rdev) {
+        to_dev(d, h, n + 1);
+        dst = d;
+    }
+    size_t got = 0;
+    if (nb) {
+        lite_request_t *rr;
+        lite_status_t st;
+        CHECK_RC(ctx, lite_irecv(ctx, 0, tag, dst, n + 1, &rr));
+        CHECK_RC(ctx, lite_wait(ctx, rr, LITE_TIMEOUT_DEFAULT, &st));
+        got = st.bytes;
+    } else {
+        CHECK_RC(ctx, lite_recv(ctx, 0, tag, dst, n + 1, &got, LITE_TIMEOUT_DEFAULT));
+    }
+    CHECK(got == n, "%s %s: received %zu of %zu", what, nb ? "irecv" : "recv", got, n);
+    if (rdev)
+        from_dev(h, d, n + 1);
+    check_pat(h, n, 0, (uint32_t)tag, what);
+    CHECK(h[n] == 0xA5, "%s: byte %zu past the message was written", what, n);
+}
+
+static void pipe_check(lite_ctx_t *ctx, int world)
+{
+    CHECK(world == 2, "gpu_mp pipe runs with 2 ranks, not %d", world);
+    size_t c = stage_chunk();
+    const size_t sizes[] = {1, c - 1, c, c + 1, 5 * c + c / 2, (size_t)64 << 20};
+    const size_t max = (size_t)64 << 20 > 6 * c ? (size_t)64 << 20 : 6 * c;
+    uint8_t *h = malloc(max + 1);
+    CHECK(h != NULL, "malloc");
+    void *d = dev_alloc(max + 1);
+    uint64_t tag = 1;
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        if (sizes[s] == 0)
+            continue;
+        for (int combo = 0; combo < 3; combo++) {
+            for (int nb = 0; nb < 2; nb++)
+                pipe_one(ctx, sizes[s], combo != 2, combo != 1, nb != 0, tag++, h, d);
+        }
+    }
+    /* A device receive nobody sends to: withdrawn after its wait times out. */
+    lite_request_t *rr;
+    CHECK_RC(ctx, lite_irecv(ctx, 1 - mp_rank, 900, d, c, &rr));
+    int rc = lite_wait(ctx, rr, 50, NULL);
+    CHECK(rc == -ETIMEDOUT, "a device receive nobody sends to ended with %d", rc);
+    CHECK_RC(ctx, lite_cancel(ctx, rr));
+    /* A large device send its receiver does not post in time: withdrawn after its timeout;
+     * the receive posted later gets -LITE_ERR_CANCELLED and never the bytes. */
+    size_t big = 3 * c + 5;
+    if (mp_rank == 0) {
+        fill_pat(h, big, 0, 901);
+        to_dev(d, h, big);
+        rc = lite_send(ctx, 1, 901, d, big, 200);
+        CHECK(rc == -ETIMEDOUT, "a device send nobody received ended with %d", rc);
+    }
+    CHECK_RC(ctx, lite_barrier(ctx, LITE_TIMEOUT_DEFAULT));
+    if (mp_rank == 1) {
+        memset(h, 0xA5, big);
+        to_dev(d, h, big);
+        rc = lite_recv(ctx, 0, 901, d, big, NULL, LITE_TIMEOUT_DEFAULT);
+        CHECK(rc == -LITE_ERR_CANCELLED, "the receive of a withdrawn send ended with %d", rc);
+        from_dev(h, d, big);
+        for (size_t i = 0; i < big; i++)
+            CHECK(h[i] == 0xA5, "a withdrawn send wrote byte %zu", i);
+    }
+    /* the pipe still works after both */
+    pipe_one(ctx, 2 * c + 1, true, true, true, 902, h, d);
+    lite_gpu_mem_free(d);
+    free(h);
+    if (mp_rank == 0)
+        printf("pipe: device send/recv around the %zu-byte chunk (1 B .. 64 MiB, device/host "
+               "combinations, blocking and not), cancel, withdrawn send: ok\n",
+               c);
+}
+
+/* Rank 1 vanishes in the middle of a 64 MiB device send to rank 0. */
+static void lost(lite_ctx_t *ctx, int world)
+{
+    CHECK(world == 2, "gpu_mp lost runs with 2 ranks, not %d", world);
+    const size_t len = (size_t)64 << 20;
+    void *d = dev_alloc(len);
+    CHECK(lite_gpu_memset(d, 7, len) == 0, "memset");
+    lite_request_t *req;
+    if (mp_rank == 1) {
+        /* after rank 0's receive is posted, so the rendezvous is under way when it exits */
+        CHECK_RC(ctx, lite_recv(ctx, 0, 1, NULL, 0, NULL, LITE_TIMEOUT_DEFAULT));
+        CHECK_RC(ctx, lite_isend(ctx, 0, 2, d, len, &req));
+        for (int i = 0; i < 200; i++)
+            lite_progress(ctx);
+        _exit(0);
+    }
+    CHECK_RC(ctx, lite_irecv(ctx, 1, 2, d, len, &req));
+    CHECK_RC(ctx, lite_send(ctx, 1, 1, NULL, 0, LITE_TIMEOUT_DEFAULT));
+    lite_status_t st;
+    int rc = lite_wait(ctx, req, 60000, &st);
+    printf("lost: the device receive from the vanished rank ended with %d (%s)\n", rc,
+           lite_strerror(rc));
+    CHECK(rc == -LITE_ERR_PEER_LOST, "expected -LITE_ERR_PEER_LOST, got %d", rc);
+    lite_gpu_mem_free(d); /* nothing may write into it any more (ASan would see it) */
+    lite_finalize(ctx);   /* returns; its result reports the lost peer */
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "check";
@@ -397,6 +542,10 @@ int main(int argc, char **argv)
     int world = lite_world_size(ctx);
     if (strcmp(mode, "bench") == 0) {
         bench(ctx);
+    } else if (strcmp(mode, "pipe") == 0) {
+        pipe_check(ctx, world);
+    } else if (strcmp(mode, "lost") == 0) {
+        lost(ctx, world);
     } else {
         p2p(ctx, world);
         colls(ctx, world);

@@ -12,7 +12,8 @@
 # cuMemcpy device-to-device at 64 MiB, 16 MiB send/recv over tcp from host and from device
 # buffers, interleaved, and litetx_bench bw / litetx_coll_bench allreduce with --mem host and
 # --mem cuda (2 ranks over tcp). Everything lands in OUT_DIR: gpu.txt (the device), build.log,
-# ctest.log, bench_kernel.txt, bench_tcp.txt, bench_p2p_{host,cuda}.txt,
+# ctest.log, bench_kernel.txt, bench_tcp.txt, bench_tcp_chunk{1048576,4194304}.txt (the 16 MiB
+# device/host ratio against the 0.8x target per staging chunk), bench_p2p_{host,cuda}.txt,
 # bench_coll_{host,cuda}.txt, and summary.txt, one line per step.
 # Exit status: 0 when every step passed.
 set -u
@@ -90,6 +91,23 @@ if LITETX_INIT_TIMEOUT_MS=20000 timeout 300 "$BUILD/litetx-run" -n 2 -t 280 --tr
 else
     step bench_tcp FAIL "$(tail -3 "$OUT_DIR/bench_tcp.txt")"
 fi
+# The 16 MiB device/host ratio against the target (device send/recv at least 0.8x the host
+# figure: staging overlapped with the network), once per staging chunk size.
+for chunk in 1048576 4194304; do
+    f=$OUT_DIR/bench_tcp_chunk$chunk.txt
+    if LITETX_GPU_STAGE_CHUNK=$chunk LITETX_INIT_TIMEOUT_MS=20000 timeout 300 \
+        "$BUILD/litetx-run" -n 2 -t 280 --transport tcp "$BUILD/tests/gpu/gpu_mp" bench \
+        >"$f" 2>&1; then
+        ratio=$(sed -n 's/.*device\/host throughput \([0-9.]*\)x.*/\1/p' "$f" | head -1)
+        if awk -v r="${ratio:-0}" 'BEGIN { exit !(r >= 0.8) }'; then
+            step "p2p_ratio_$chunk" PASS "device/host ${ratio}x at 16 MiB over tcp (target 0.8x)"
+        else
+            step "p2p_ratio_$chunk" MISS "device/host ${ratio:-?}x at 16 MiB over tcp (target 0.8x)"
+        fi
+    else
+        step "p2p_ratio_$chunk" FAIL "$(tail -3 "$f")"
+    fi
+done
 # The bench programs with host and with device buffers, one after the other (2 ranks over tcp
 # sharing the GPU): p2p streaming bandwidth at 1 and 16 MiB, allreduce at 4 KiB, 1 and 64 MiB.
 for mem in host cuda; do

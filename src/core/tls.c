@@ -52,7 +52,8 @@
 #define REC_TAG     16
 #define REC_IN_MAX  (REC_HDR + REC_MAX + 256 + REC_TAG)
 #define REC_OUT_MAX (REC_HDR + REC_MAX + 1 + REC_TAG)
-/* A direction's key is updated after this many records (2^23: AES-GCM's limit is 2^24.5). */
+/* A direction's key is updated after this many records (2^23: AES-GCM's limit is 2^24.5).
+ * Overridable at compile time: tests/tls builds a variant that updates every 2 records. */
 #ifndef KEY_UPDATE_RECORDS
 #define KEY_UPDATE_RECORDS (1ull << 23)
 #endif
@@ -635,7 +636,17 @@ static ssize_t rl_write(struct lite_tls_conn *c, const struct iovec *iov, int cn
         }
         while (enc < end) {
             size_t n = end - enc < REC_MAX ? end - enc : REC_MAX;
-            if (!tx_key_check(c) || !seal(c, iov, enc, n, CT_APPDATA)) {
+            /* A KeyUpdate record sealed before this one took room reserved above: make room
+             * for this record again (seal writes at out + out_hi, so a move is fine). */
+            if (!tx_key_check(c)) {
+                errno = EPROTO;
+                return done ? (ssize_t)done : -1;
+            }
+            if (!out_room(c, n + REC_OUT_MAX - REC_MAX)) {
+                errno = ENOMEM;
+                return done ? (ssize_t)done : -1;
+            }
+            if (!seal(c, iov, enc, n, CT_APPDATA)) {
                 errno = EPROTO;
                 return done ? (ssize_t)done : -1;
             }

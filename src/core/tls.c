@@ -46,11 +46,11 @@
 /* The socket BIO's read-ahead buffer (kTLS path only). */
 #define KTLS_RX_BUF (64 * 1024)
 /* Records: header, at most 2^14 bytes of content, the content type, the tag. A peer's record
- * may carry up to 256 bytes of padding too (RFC 8446 5.2). */
+ * body (its ciphertext and tag) may be up to 2^14 + 256 bytes, no longer (RFC 8446 5.2). */
 #define REC_HDR     5
 #define REC_MAX     16384
 #define REC_TAG     16
-#define REC_IN_MAX  (REC_HDR + REC_MAX + 256 + REC_TAG)
+#define REC_IN_MAX  (REC_HDR + REC_MAX + 256)
 #define REC_OUT_MAX (REC_HDR + REC_MAX + 1 + REC_TAG)
 /* A direction's key is updated after this many records (2^23: AES-GCM's limit is 2^24.5).
  * Overridable at compile time: tests/tls builds a variant that updates every 2 records. */
@@ -358,7 +358,7 @@ static bool rl_start(struct lite_tls_conn *c)
         memcpy(c->tx.secret, c->client ? c->sec_c : c->sec_s, c->md_len);
         memcpy(c->rx.secret, c->client ? c->sec_s : c->sec_c, c->md_len);
         if (!dir_key(c, &c->tx, 1) || !dir_key(c, &c->rx, 0) ||
-            !(c->pt = malloc(REC_MAX + 256 + REC_TAG)))
+            !(c->pt = malloc(REC_IN_MAX - REC_HDR - REC_TAG)))
             bad = "no key from the traffic secrets";
     }
     OPENSSL_cleanse(c->sec_c, sizeof(c->sec_c));
@@ -487,6 +487,7 @@ static void rl_open(struct lite_tls_conn *c, size_t body)
         EVP_CIPHER_CTX_ctrl(x, EVP_CTRL_AEAD_SET_TAG, REC_TAG, rec + REC_HDR + clen) != 1 ||
         EVP_DecryptFinal_ex(x, c->pt + clen, &l) != 1) {
         ERR_clear_error();
+        OPENSSL_cleanse(c->pt, clen); /* what did not check out leaves no trace */
         rx_fail(c, SSL_AD_BAD_RECORD_MAC, "decryption failed or bad record mac");
         return;
     }
@@ -506,7 +507,9 @@ static void rl_open(struct lite_tls_conn *c, size_t body)
     if (type == CT_APPDATA) {
         c->pt_lo = 0;
         c->pt_hi = n;
-    } else if (type == CT_ALERT && n == 2) {
+    } else if (type == CT_ALERT && n != 2) {
+        rx_fail(c, SSL_AD_DECODE_ERROR, "an alert record that is not 2 bytes long");
+    } else if (type == CT_ALERT) {
         if (c->pt[1] == SSL_AD_CLOSE_NOTIFY) {
             c->rx_err = -1;
         } else {
@@ -514,8 +517,12 @@ static void rl_open(struct lite_tls_conn *c, size_t body)
             lite_fmt(w, sizeof(w), "the peer sent alert %s", SSL_alert_desc_string_long(c->pt[1]));
             rx_fail(c, 0, w);
         }
-    } else if (type == CT_HANDSHAKE && n == 5 && c->pt[0] == HS_KEY_UPDATE && c->pt[1] == 0 &&
-               c->pt[2] == 0 && c->pt[3] == 1 && c->pt[4] <= 1) {
+    } else if (type == CT_HANDSHAKE && n >= 1 && c->pt[0] == HS_KEY_UPDATE &&
+               (n != 5 || c->pt[1] || c->pt[2] || c->pt[3] != 1)) {
+        rx_fail(c, SSL_AD_DECODE_ERROR, "a malformed KeyUpdate");
+    } else if (type == CT_HANDSHAKE && n >= 1 && c->pt[0] == HS_KEY_UPDATE && c->pt[4] > 1) {
+        rx_fail(c, SSL_AD_ILLEGAL_PARAMETER, "a KeyUpdate with an unknown request_update");
+    } else if (type == CT_HANDSHAKE && n >= 1 && c->pt[0] == HS_KEY_UPDATE) {
         static const uint8_t ku[5] = {HS_KEY_UPDATE, 0, 0, 1, 0};
         bool ok = dir_update(c, &c->rx, 0);
         /* update_requested: ours goes out before any new record (RFC 8446 4.6.3) */
@@ -537,9 +544,16 @@ static bool rl_record_ready(struct lite_tls_conn *c, size_t *body)
         return false;
     const uint8_t *h = c->in + c->in_lo;
     size_t b = (size_t)h[3] << 8 | h[4];
-    if (h[0] != CT_APPDATA || h[1] != 3 || h[2] != 3 || b < REC_TAG + 1 ||
-        b > REC_IN_MAX - REC_HDR) {
-        rx_fail(c, SSL_AD_UNEXPECTED_MESSAGE, "a malformed record header");
+    if (h[0] != CT_APPDATA) {
+        rx_fail(c, SSL_AD_UNEXPECTED_MESSAGE, "a record that is not application data");
+        return false;
+    }
+    if (h[1] != 3 || h[2] != 3 || b < REC_TAG + 1) {
+        rx_fail(c, SSL_AD_DECODE_ERROR, "a malformed record header");
+        return false;
+    }
+    if (b > REC_IN_MAX - REC_HDR) {
+        rx_fail(c, SSL_AD_RECORD_OVERFLOW, "a record longer than 2^14 + 256 bytes");
         return false;
     }
     *body = b;
@@ -549,6 +563,11 @@ static bool rl_record_ready(struct lite_tls_conn *c, size_t *body)
 static ssize_t rl_read(struct lite_tls_conn *c, void *buf, size_t len)
 {
     size_t got = 0, body;
+    if (!len) {
+        lite_fmt(tls_err, sizeof(tls_err), "a read of 0 bytes");
+        errno = EINVAL;
+        return -1;
+    }
     while (got < len) {
         if (c->pt_lo < c->pt_hi) {
             size_t k = c->pt_hi - c->pt_lo < len - got ? c->pt_hi - c->pt_lo : len - got;
@@ -841,6 +860,10 @@ void lite_tls_conn_free(struct lite_tls_conn *c)
     OPENSSL_cleanse(c->rx.secret, sizeof(c->rx.secret));
     OPENSSL_cleanse(c->sec_c, sizeof(c->sec_c));
     OPENSSL_cleanse(c->sec_s, sizeof(c->sec_s));
+    OPENSSL_cleanse(c->tx.iv, sizeof(c->tx.iv));
+    OPENSSL_cleanse(c->rx.iv, sizeof(c->rx.iv));
+    if (c->pt) /* the last record's plaintext */
+        OPENSSL_cleanse(c->pt, REC_IN_MAX - REC_HDR - REC_TAG);
     free(c->pt);
     free(c->out);
     free(c->in);

@@ -12,7 +12,9 @@
  *     key and answer with its own, which the peer must see and read on with;
  *   - the peer's SSL_shutdown: the library's read returns 0 (the end);
  *   - a relay that flips one byte of the peer's second record: the library places the first
- *     record and not one byte more, its read fails with EPROTO, and the peer gets an alert.
+ *     record and not one byte more, its read fails with EPROTO, and the peer gets an alert;
+ *   - a record body of 2^14 + 256 bytes (the limit: it fails its tag, bad_record_mac) and one
+ *     byte longer (record_overflow), written raw by the peer: the alert the peer gets.
  * Built twice (tests/tls/CMakeLists.txt): as the library is, and with KEY_UPDATE_RECORDS=2, so
  * that the library's own KeyUpdates (every second record) are checked by OpenSSL as well.
  */
@@ -103,6 +105,9 @@ struct peer {
     int fd;
     bool client, ca, tamper;
     size_t wsz;
+    size_t raw_body;        /* > 0: after the handshake, a record header of this body length and as
+                               many bytes of garbage, straight to the socket */
+    int alert_reason;       /* ... and the alert (OpenSSL's reason code) the library must answer */
     atomic_int ku_seen;     /* KeyUpdate messages the peer received */
     atomic_long hs_written; /* bytes the peer wrote during its handshake (-1: not yet) */
     bool ok;
@@ -174,6 +179,31 @@ static int peer_run(struct peer *p, SSL *s)
     pattern(want, MIB, 1);
     CHECK((p->client ? SSL_connect(s) : SSL_accept(s)) == 1, "peer: handshake");
     atomic_store(&p->hs_written, (long)BIO_number_written(SSL_get_wbio(s)));
+    if (p->raw_body) {
+        uint8_t *rec = calloc(1, 5 + p->raw_body);
+        CHECK(rec, "no memory");
+        rec[0] = 23;
+        rec[1] = rec[2] = 3;
+        rec[3] = (uint8_t)(p->raw_body >> 8);
+        rec[4] = (uint8_t)p->raw_body;
+        size_t put = 0;
+        while (put < 5 + p->raw_body) {
+            ssize_t w = write(p->fd, rec + put, 5 + p->raw_body - put);
+            if (w <= 0)
+                break;
+            put += (size_t)w;
+        }
+        free(rec);
+        CHECK(put == 5 + p->raw_body, "peer: write of a raw record");
+        size_t k;
+        int r = SSL_read_ex(s, in, 1, &k);
+        unsigned long e = ERR_peek_error();
+        CHECK(r == 0 && ERR_GET_REASON(e) == p->alert_reason,
+              "peer: after a %zu-byte record body, not the alert expected (%d) but %d", p->raw_body,
+              p->alert_reason, ERR_GET_REASON(e));
+        ERR_clear_error();
+        goto out;
+    }
     if (p->tamper) {
         /* Two full records; the relay flips a byte of the second. The library's alert must
          * end our read. */
@@ -318,7 +348,8 @@ static int lib_read_until_end(struct lite_tls_conn *c, int fd, uint8_t *buf, siz
     return -ETIMEDOUT;
 }
 
-static int run_case(bool lib_client, bool ca, size_t wsz, bool tamper)
+static int run_case(bool lib_client, bool ca, size_t wsz, bool tamper, size_t raw_body,
+                    int alert_reason, const char *why_want)
 {
     int a[2], b[2] = {-1, -1};
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, a) == 0, "socketpair");
@@ -335,6 +366,8 @@ static int run_case(bool lib_client, bool ca, size_t wsz, bool tamper)
                      .ca = ca,
                      .tamper = tamper,
                      .wsz = wsz,
+                     .raw_body = raw_body,
+                     .alert_reason = alert_reason,
                      .hs_written = -1};
     struct relay r = {.lib = a[1], .peer = b[0], .p = &p};
     pthread_t pt, rt;
@@ -351,6 +384,14 @@ static int run_case(bool lib_client, bool ca, size_t wsz, bool tamper)
         fprintf(stderr, "FAILED: no memory\n");
     } else if (lite_tls_handshake_wait(c, deadline(), why, sizeof(why)) != 0) {
         fprintf(stderr, "FAILED: library handshake: %s\n", why);
+    } else if (raw_body) {
+        size_t got;
+        int rc = lib_read_until_end(c, a[0], in, MIB, &got);
+        if (rc != -EPROTO || got || !strstr(lite_tls_error(), why_want))
+            fprintf(stderr, "FAILED: a %zu-byte record body: read -> %d (%s), %zu bytes placed\n",
+                    raw_body, rc, lite_tls_error(), got);
+        else
+            ret = 0;
     } else if (tamper) {
         /* The first record is placed, nothing of the flipped one or after it. */
         memset(in, 0xee, MIB);
@@ -433,21 +474,35 @@ int main(int argc, char **argv)
     static const size_t sizes[] = {32720, 70000, 16362};
     for (int client = 1; client >= 0; client--) {
         for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-            int rc = run_case(client, false, sizes[i], false);
+            int rc = run_case(client, false, sizes[i], false, 0, 0, NULL);
             printf("%s psk, library as %s, pieces of %zu bytes\n", rc ? "FAILED" : "ok",
                    client ? "client" : "server", sizes[i]);
             failures += rc != 0;
         }
-        int rc = run_case(client, false, 0, true);
+        int rc = run_case(client, false, 0, true, 0, 0, NULL);
         printf("%s psk, library as %s, a flipped byte\n", rc ? "FAILED" : "ok",
                client ? "client" : "server");
         failures += rc != 0;
         if (certdir) {
-            rc = run_case(client, true, 70000, false);
+            rc = run_case(client, true, 70000, false, 0, 0, NULL);
             printf("%s ca, library as %s, pieces of 70000 bytes\n", rc ? "FAILED" : "ok",
                    client ? "client" : "server");
             failures += rc != 0;
         }
+    }
+    /* RFC 8446 5.2: a body of 2^14 + 256 bytes is allowed (this one then fails its tag), one
+     * byte more is record_overflow. */
+    static const struct {
+        size_t body;
+        int reason;
+        const char *why;
+    } raw[] = {{16640, SSL_AD_REASON_OFFSET + SSL_AD_BAD_RECORD_MAC, "bad record mac"},
+               {16641, SSL_AD_REASON_OFFSET + SSL_AD_RECORD_OVERFLOW, "2^14 + 256"}};
+    for (size_t i = 0; i < sizeof(raw) / sizeof(raw[0]); i++) {
+        int rc = run_case(true, false, 0, false, raw[i].body, raw[i].reason, raw[i].why);
+        printf("%s psk, a record body of %zu bytes -> %s\n", rc ? "FAILED" : "ok", raw[i].body,
+               raw[i].why);
+        failures += rc != 0;
     }
 #if KEY_UPDATE_RECORDS == 2
     printf("%s (the library updates its key every 2 records)\n", failures ? "FAILED" : "PASS");

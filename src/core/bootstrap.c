@@ -463,8 +463,8 @@ static int conn_read(struct bs_root *g, struct bs_conn *c, const char **bad)
         }
         ssize_t n =
             c->tc ? lite_tls_read(c->tc, dst, want, &c->want_write) : recv(c->fd, dst, want, 0);
-        if (n == 0) {
-            *bad = NULL; /* a client that closed is no news */
+        if (n == 0 || (n < 0 && errno == EPROTO && c->tc && lite_tls_truncated(c->tc))) {
+            *bad = NULL; /* a client that closed is no news (with or without close_notify) */
             return -1;
         }
         if (n < 0) {
@@ -886,11 +886,16 @@ void lite_bootstrap_close(struct lite_bootstrap *b)
         return;
     if (b->listen_fd >= 0)
         close(b->listen_fd);
+    if (b->root_tc) /* an orderly end, best effort */
+        (void)lite_tls_close_notify(b->root_tc);
     lite_tls_conn_free(b->root_tc);
     if (b->root_fd >= 0)
         close(b->root_fd);
-    for (int r = 0; b->tcs && r < b->world; r++)
+    for (int r = 0; b->tcs && r < b->world; r++) {
+        if (b->tcs[r])
+            (void)lite_tls_close_notify(b->tcs[r]);
         lite_tls_conn_free(b->tcs[r]);
+    }
     for (int r = 0; b->fds && r < b->world; r++)
         if (b->fds[r] >= 0)
             close(b->fds[r]);

@@ -108,6 +108,8 @@ struct lite_tls_conn {
     int rx_err;       /* after a bad record, an alert or the end: EPROTO, or -1 the end */
     char rx_why[128]; /* ... and for EPROTO, why */
     bool tx_err;      /* a fatal alert went out, or sealing failed: nothing more is written */
+    bool tx_closed;   /* our close_notify is sealed: nothing more is written */
+    bool truncated;   /* the stream ended without the peer's close_notify */
 };
 
 static __thread char tls_err[160];
@@ -599,8 +601,10 @@ static ssize_t rl_read(struct lite_tls_conn *c, void *buf, size_t len)
         }
         if (r < 0)
             return -1;
-        if (r == 0) /* the end without close_notify: the end all the same */
-            c->rx_err = -1;
+        if (r == 0) { /* the end without close_notify: the stream may have been cut short */
+            c->truncated = true;
+            rx_fail(c, 0, "the connection ended without close_notify");
+        }
     }
     if (got)
         return (ssize_t)got;
@@ -626,6 +630,11 @@ static ssize_t rl_write(struct lite_tls_conn *c, const struct iovec *iov, int cn
                  "a write was retried with %zu bytes, fewer than the %zu already encrypted", len,
                  c->held);
         errno = EPROTO;
+        return -1;
+    }
+    if (c->tx_closed) {
+        lite_fmt(tls_err, sizeof(tls_err), "a write after close_notify");
+        errno = EPIPE;
         return -1;
     }
     size_t done = 0, enc = c->held; /* of the stream: reported, sealed */
@@ -1036,6 +1045,33 @@ ssize_t lite_tls_write(struct lite_tls_conn *c, const void *buf, size_t len, boo
     return lite_tls_writev(c, &v, 1, want_read);
 }
 
+int lite_tls_close_notify(struct lite_tls_conn *c)
+{
+    static const uint8_t a[2] = {1, SSL_AD_CLOSE_NOTIFY}; /* warning level */
+    if (!c->own) { /* kTLS (OpenSSL's records), or no handshake done: nothing of ours to end */
+        if (!c->batched && c->hs_done) {
+            ERR_clear_error();
+            (void)SSL_shutdown(c->ssl);
+            ERR_clear_error();
+        }
+        return 0;
+    }
+    if (c->tx_err || c->tx_closed)
+        return 0;
+    bool ok = seal_msg(c, a, sizeof(a), CT_ALERT);
+    c->tx_closed = true;
+    if (!ok)
+        return -EPROTO;
+    if (out_flush(c) != 0)
+        return -errno;
+    return out_waiting(c) ? -EAGAIN : 0;
+}
+
+bool lite_tls_truncated(const struct lite_tls_conn *c)
+{
+    return c->truncated;
+}
+
 bool lite_tls_pending(struct lite_tls_conn *c)
 {
     if (c->own) {
@@ -1092,8 +1128,8 @@ int lite_tls_read_full(struct lite_tls_conn *c, void *buf, size_t len, int64_t d
         }
         if (n == 0)
             return -LITE_ERR_PEER_LOST;
-        if (errno == EPROTO)
-            return -EPROTO;
+        if (errno == EPROTO) /* cut short: bytes are missing, as when the peer is gone */
+            return c->truncated ? -LITE_ERR_PEER_LOST : -EPROTO;
         if (errno != EAGAIN && errno != EINTR)
             return errno == ECONNRESET || errno == EPIPE ? -LITE_ERR_PEER_LOST : -errno;
         if (errno == EAGAIN) {

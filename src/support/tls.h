@@ -50,14 +50,23 @@ int lite_tls_handshake(struct lite_tls_conn *c, bool *want_write, char *why, siz
 /* The rank the peer's certificate names (ca mode), -1 for none (psk mode: no certificate). */
 int lite_tls_peer_rank(struct lite_tls_conn *c);
 
-/* Like recv/send: bytes moved (> 0), 0 at the end of the stream (read), or -1 with errno:
- * EAGAIN (*want_*: the session needs the socket the other way first), EPROTO (a TLS error, its
- * text from lite_tls_error), or the socket's errno. A write after an EAGAIN must start with the
+/* Like recv/send: bytes moved (> 0), 0 at the end of the stream (read: the peer's
+ * close_notify), or -1 with errno: EAGAIN (*want_*: the session needs the socket the other way
+ * first), EPROTO (a TLS error, its text from lite_tls_error; on the library's record layer also
+ * the end of the stream without close_notify, see lite_tls_truncated), EPIPE (a write after
+ * lite_tls_close_notify), or the socket's errno. A write after an EAGAIN must start with the
  * same bytes it was given before (at least as many). */
 ssize_t lite_tls_read(struct lite_tls_conn *c, void *buf, size_t len, bool *want_write);
 ssize_t lite_tls_write(struct lite_tls_conn *c, const void *buf, size_t len, bool *want_read);
 /* lite_tls_write of the bytes of iov[0..cnt) one after another: records span the pieces. */
 ssize_t lite_tls_writev(struct lite_tls_conn *c, const struct iovec *iov, int cnt, bool *want_read);
+/* An orderly close: close_notify (RFC 8446 6.1) after everything written so far; nothing may be
+ * written after it. Best effort: 0 sent, -EAGAIN still waiting in the session (the socket is
+ * full), or a negative errno. */
+int lite_tls_close_notify(struct lite_tls_conn *c);
+/* The read side failed because the stream ended without the peer's close_notify: a caller that
+ * knows from its own protocol that nothing was cut short may take it as the end. */
+bool lite_tls_truncated(const struct lite_tls_conn *c);
 /* Decrypted or received bytes wait inside the session (poll/epoll cannot see them). */
 bool lite_tls_pending(struct lite_tls_conn *c);
 /* The last TLS error of this thread, as text. */
@@ -83,6 +92,10 @@ static inline struct lite_tls_conn *lite_tls_conn_new(struct lite_tls *tls, int 
     return NULL;
 }
 static inline void lite_tls_conn_free(struct lite_tls_conn *c) {}
+static inline int lite_tls_close_notify(struct lite_tls_conn *c)
+{
+    return 0;
+}
 static inline int lite_tls_handshake(struct lite_tls_conn *c, bool *want_write, char *why,
                                      size_t len)
 {

@@ -10,7 +10,10 @@
  *   - 1 MiB each way, written in pieces of 32720, 70000 or 16362 bytes, checked byte by byte;
  *   - the peer asks for a KeyUpdate (SSL_KEY_UPDATE_REQUESTED): the library must take the new
  *     key and answer with its own, which the peer must see and read on with;
- *   - the peer's SSL_shutdown: the library's read returns 0 (the end);
+ *   - the peer's SSL_shutdown: the library's read returns 0 (the end), and the library's
+ *     close_notify reaches the peer as a clean end (SSL_ERROR_ZERO_RETURN);
+ *   - the peer's stream ends without close_notify: the library's read fails (EPROTO, truncated)
+ *     after the bytes that came, never a clean end;
  *   - a relay that flips one byte of the peer's second record: the library places the first
  *     record and not one byte more, its read fails with EPROTO, and the peer gets an alert;
  *   - a record body of 2^14 + 256 bytes (the limit: it fails its tag, bad_record_mac) and one
@@ -105,9 +108,11 @@ struct peer {
     int fd;
     bool client, ca, tamper;
     size_t wsz;
-    size_t raw_body;        /* > 0: after the handshake, a record header of this body length and as
-                               many bytes of garbage, straight to the socket */
-    int alert_reason;       /* ... and the alert (OpenSSL's reason code) the library must answer */
+    /* > 0: after the handshake, a record header of this body length and as many bytes of
+     * garbage, straight to the socket; the alert (OpenSSL's reason) the library must answer */
+    size_t raw_body;
+    int alert_reason;
+    bool truncate;          /* after EARLY bytes, the end of the stream without close_notify */
     atomic_int ku_seen;     /* KeyUpdate messages the peer received */
     atomic_long hs_written; /* bytes the peer wrote during its handshake (-1: not yet) */
     bool ok;
@@ -204,6 +209,10 @@ static int peer_run(struct peer *p, SSL *s)
         ERR_clear_error();
         goto out;
     }
+    if (p->truncate) {
+        CHECK(write_all(s, mine, EARLY, EARLY) == 0, "peer: SSL_write");
+        goto out;
+    }
     if (p->tamper) {
         /* Two full records; the relay flips a byte of the second. The library's alert must
          * end our read. */
@@ -232,6 +241,11 @@ static int peer_run(struct peer *p, SSL *s)
     CHECK(atomic_load(&p->ku_seen) > ku_before,
           "peer: the library did not answer the requested KeyUpdate");
     CHECK(SSL_shutdown(s) >= 0, "peer: SSL_shutdown");
+    /* The library answers our close_notify with its own. */
+    size_t k;
+    int r = SSL_read_ex(s, in, 1, &k);
+    CHECK(r == 0 && SSL_get_error(s, r) == SSL_ERROR_ZERO_RETURN,
+          "peer: no close_notify from the library (read %d, error %d)", r, SSL_get_error(s, r));
 out:
     free(mine);
     free(want);
@@ -349,7 +363,7 @@ static int lib_read_until_end(struct lite_tls_conn *c, int fd, uint8_t *buf, siz
 }
 
 static int run_case(bool lib_client, bool ca, size_t wsz, bool tamper, size_t raw_body,
-                    int alert_reason, const char *why_want)
+                    int alert_reason, const char *why_want, bool truncate)
 {
     int a[2], b[2] = {-1, -1};
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, a) == 0, "socketpair");
@@ -368,6 +382,7 @@ static int run_case(bool lib_client, bool ca, size_t wsz, bool tamper, size_t ra
                      .wsz = wsz,
                      .raw_body = raw_body,
                      .alert_reason = alert_reason,
+                     .truncate = truncate,
                      .hs_written = -1};
     struct relay r = {.lib = a[1], .peer = b[0], .p = &p};
     pthread_t pt, rt;
@@ -384,6 +399,16 @@ static int run_case(bool lib_client, bool ca, size_t wsz, bool tamper, size_t ra
         fprintf(stderr, "FAILED: no memory\n");
     } else if (lite_tls_handshake_wait(c, deadline(), why, sizeof(why)) != 0) {
         fprintf(stderr, "FAILED: library handshake: %s\n", why);
+    } else if (truncate) {
+        size_t got;
+        int rc = lib_read_until_end(c, a[0], in, MIB, &got);
+        if (rc != -EPROTO || got != EARLY || memcmp(in, want, EARLY) || !lite_tls_truncated(c) ||
+            !strstr(lite_tls_error(), "without close_notify"))
+            fprintf(stderr,
+                    "FAILED: the end without close_notify: read -> %d (%s), %zu bytes placed\n", rc,
+                    lite_tls_error(), got);
+        else
+            ret = 0;
     } else if (raw_body) {
         size_t got;
         int rc = lib_read_until_end(c, a[0], in, MIB, &got);
@@ -443,6 +468,13 @@ static int run_case(bool lib_client, bool ca, size_t wsz, bool tamper, size_t ra
                     rc, lite_tls_error(), got);
             goto done;
         }
+        rc = lite_tls_close_notify(c);
+        bool wr;
+        if (rc || lite_tls_write(c, mine, 1, &wr) != -1 || errno != EPIPE) {
+            fprintf(stderr, "FAILED: lite_tls_close_notify -> %d, or a write after it went out\n",
+                    rc);
+            goto done;
+        }
         ret = 0;
     }
 done:
@@ -474,17 +506,17 @@ int main(int argc, char **argv)
     static const size_t sizes[] = {32720, 70000, 16362};
     for (int client = 1; client >= 0; client--) {
         for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-            int rc = run_case(client, false, sizes[i], false, 0, 0, NULL);
+            int rc = run_case(client, false, sizes[i], false, 0, 0, NULL, false);
             printf("%s psk, library as %s, pieces of %zu bytes\n", rc ? "FAILED" : "ok",
                    client ? "client" : "server", sizes[i]);
             failures += rc != 0;
         }
-        int rc = run_case(client, false, 0, true, 0, 0, NULL);
+        int rc = run_case(client, false, 0, true, 0, 0, NULL, false);
         printf("%s psk, library as %s, a flipped byte\n", rc ? "FAILED" : "ok",
                client ? "client" : "server");
         failures += rc != 0;
         if (certdir) {
-            rc = run_case(client, true, 70000, false, 0, 0, NULL);
+            rc = run_case(client, true, 70000, false, 0, 0, NULL, false);
             printf("%s ca, library as %s, pieces of 70000 bytes\n", rc ? "FAILED" : "ok",
                    client ? "client" : "server");
             failures += rc != 0;
@@ -499,11 +531,14 @@ int main(int argc, char **argv)
     } raw[] = {{16640, SSL_AD_REASON_OFFSET + SSL_AD_BAD_RECORD_MAC, "bad record mac"},
                {16641, SSL_AD_REASON_OFFSET + SSL_AD_RECORD_OVERFLOW, "2^14 + 256"}};
     for (size_t i = 0; i < sizeof(raw) / sizeof(raw[0]); i++) {
-        int rc = run_case(true, false, 0, false, raw[i].body, raw[i].reason, raw[i].why);
+        int rc = run_case(true, false, 0, false, raw[i].body, raw[i].reason, raw[i].why, false);
         printf("%s psk, a record body of %zu bytes -> %s\n", rc ? "FAILED" : "ok", raw[i].body,
                raw[i].why);
         failures += rc != 0;
     }
+    int rc = run_case(false, false, 0, false, 0, 0, NULL, true);
+    printf("%s psk, the end without close_notify -> an error\n", rc ? "FAILED" : "ok");
+    failures += rc != 0;
 #if KEY_UPDATE_RECORDS == 2
     printf("%s (the library updates its key every 2 records)\n", failures ? "FAILED" : "PASS");
 #else

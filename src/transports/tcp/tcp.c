@@ -68,6 +68,11 @@ static inline bool tcp_tls_pending(void *ssl)
 {
     return false;
 }
+static inline void tcp_tls_close_notify(void *ssl) {}
+static inline bool tcp_tls_truncated(void *ssl)
+{
+    return false;
+}
 static inline int tcp_tls_peer_rank(void *ssl)
 {
     return -1;
@@ -1794,6 +1799,12 @@ static void conn_rx_frames(struct lite_transport *t, struct conn *c)
                 want = cap;
             n = conn_recv(t, c, c->stage + c->hi, want);
         }
+        /* A TLS stream that ended without close_notify may have been cut short: an error,
+         * unless the peer's BYE (authenticated, after all it sent), our own close or the
+         * absence of a HELLO means nothing can be missing. */
+        if (n < 0 && errno == EPROTO && c->ssl && tcp_tls_truncated(c->ssl) &&
+            (c->bye || c->peer < 0 || t->closing))
+            n = 0;
         if (n == 0) {
             c->eof = true;
             char w[96];
@@ -2517,9 +2528,13 @@ static void tcp_close(struct lite_transport *t)
                 enqueue_frame(t, c, &bye, NULL, TX_DONE_NONE, NULL, true);
             }
             conn_flush(t, c);
-            /* Half-close only with nothing queued; else the drain below ends it. */
-            if (c->fd >= 0 && !c->txq)
+            /* Half-close only with nothing queued; else the drain below ends it. TLS: our
+             * close_notify goes first. */
+            if (c->fd >= 0 && !c->txq) {
+                if (c->ssl && c->tls_ok)
+                    tcp_tls_close_notify(c->ssl);
                 shutdown(c->fd, SHUT_WR);
+            }
         }
         for (;;) {
             bool open = false;

@@ -83,3 +83,13 @@ bool tcp_tls_pending(void *ssl)
 {
     return lite_tls_pending(ssl);
 }
+
+void tcp_tls_close_notify(void *ssl)
+{
+    (void)lite_tls_close_notify(ssl);
+}
+
+bool tcp_tls_truncated(void *ssl)
+{
+    return lite_tls_truncated(ssl);
+}

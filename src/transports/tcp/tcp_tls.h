@@ -40,6 +40,10 @@ ssize_t tcp_tls_write(void *ssl, const void *buf, size_t len, bool *want_read);
 ssize_t tcp_tls_writev(void *ssl, const struct iovec *iov, int cnt, bool *want_read);
 /* Decrypted or received bytes wait inside the session (epoll cannot see them). */
 bool tcp_tls_pending(void *ssl);
+/* close_notify after what was written (lite_tls_close_notify), best effort. */
+void tcp_tls_close_notify(void *ssl);
+/* The read failed because the stream ended without close_notify (lite_tls_truncated). */
+bool tcp_tls_truncated(void *ssl);
 /* The last TLS error of this thread, as text. */
 const char *tcp_tls_error(void);
 

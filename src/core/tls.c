@@ -456,7 +456,7 @@ static bool tx_key_check(struct lite_tls_conn *c)
 static void send_alert(struct lite_tls_conn *c, uint8_t desc)
 {
     uint8_t a[2] = {2, desc};
-    if (!c->tx_err && seal_msg(c, a, sizeof(a), CT_ALERT))
+    if (!c->tx_err && !c->tx_closed && seal_msg(c, a, sizeof(a), CT_ALERT))
         (void)out_flush(c);
     c->tx_err = true;
 }
@@ -528,7 +528,7 @@ static void rl_open(struct lite_tls_conn *c, size_t body)
         static const uint8_t ku[5] = {HS_KEY_UPDATE, 0, 0, 1, 0};
         bool ok = dir_update(c, &c->rx, 0);
         /* update_requested: ours goes out before any new record (RFC 8446 4.6.3) */
-        if (ok && c->pt[4] == 1 && !c->tx_err)
+        if (ok && c->pt[4] == 1 && !c->tx_err && !c->tx_closed)
             ok = seal_msg(c, ku, sizeof(ku), CT_HANDSHAKE) && dir_update(c, &c->tx, 1);
         if (!ok)
             rx_fail(c, SSL_AD_INTERNAL_ERROR, "a key update failed");

@@ -36,8 +36,9 @@ struct lite_request {
     struct lite_rndv *rndv;        /* rendezvous state (large messages), else NULL */
     void *coll;                    /* LITE_REQ_COLL: the collective (coll_engine.c) */
     struct lite_emu_op *emu;       /* internal message of an emulated one-sided op (rma_emu.c) */
-    void *stage;     /* a device buffer's pinned bounce buffer (gpu_stage.c), else NULL */
-    void *stage_dst; /* a staged receive: the device buffer its bytes go to at completion */
+    void *stage;            /* a device buffer's pinned bounce buffer (gpu_stage.c), else NULL */
+    void *stage_dst;        /* a staged receive: the device buffer its bytes go to at completion */
+    struct lite_pipe *pipe; /* a rendezvous send of a device buffer copied chunk by chunk */
     /* Every request allocated and not yet freed, cached ones included: lite_finalize frees
      * those the user never waited for too. Last, so a reused request keeps them (request.c). */
     struct lite_request *all_prev, *all_next;
@@ -143,6 +144,19 @@ struct lite_rndv {
     struct lite_tp_rma write;
     uint8_t msg[LITE_RNDV_MSG_MAX]; /* payload of the RTS / CTS / FIN this side sends */
 };
+/* A rendezvous send of a device buffer (gpu_stage.c makes it): the device-to-host copies of its
+ * chunks into the bounce buffer `host` run on the library stream, and the rendezvous (rndv.c)
+ * writes each chunk to the receiver once its copy has landed (ev[k] recorded after chunk k). */
+struct lite_gpu_event;
+struct lite_pipe {
+    void *host; /* the bounce buffer the send is posted with */
+    size_t len, chunk, nchunk;
+    size_t posted;              /* chunks whose write is posted */
+    bool listed;                /* on ctx->pipe_head: chunks still to write */
+    struct lite_gpu_event **ev; /* nchunk events */
+    struct lite_tp_rma *w;      /* nchunk writes */
+    struct lite_request *next;  /* ctx->pipe_head list */
+};
 /* One-sided ops the core emulates for the backend (lite_ctx.emu; rma_emu.c). */
 #define LITE_EMU_WRITE 0x01 /* writes (and the backend's mr_reg, mr_dereg) */
 #define LITE_EMU_IMM   0x02 /* writes with an immediate */
@@ -187,6 +201,12 @@ struct lite_ctx {
     const struct lite_core_upcalls *up;          /* upcall.c's table (rma_emu.c completes ops) */
     void (*peer_fail_run)(struct lite_ctx *ctx); /* upcall.c: deferred failures (progress.c) */
     void (*stage_end)(struct lite_request *r);   /* gpu_stage.c: a staged request ends */
+    /* Rendezvous sends writing a device buffer chunk by chunk as its copies land: progress.c
+     * polls them through pipe_poll (rndv.c, set when the first starts). pipe_next: the pipe
+     * gpu_stage.c hands to the send it is posting (taken by lite_rndv_send). */
+    struct lite_request *pipe_head;
+    void (*pipe_poll)(struct lite_ctx *ctx);
+    struct lite_pipe *pipe_next;
 };
 
 #endif /* LITE_CTX_H */

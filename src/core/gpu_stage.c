@@ -212,10 +212,84 @@ static int stage_fail(struct lite_ctx *ctx, int rc, const char *what)
                      why[0] ? ": " : "", why);
 }
 
+/* A rendezvous-sized send to another rank: its device-to-host copy runs chunk by chunk on the
+ * library stream while the rendezvous starts, and rndv.c writes each chunk as it lands. */
+static bool pipe_fits(const struct lite_ctx *ctx, int peer, size_t len)
+{
+    return peer != ctx->s.rank && len >= ctx->rndv_threshold && len > 0;
+}
+
+/* Wait for every copy of p (they read the caller's buffer) and free it. */
+static void pipe_free(struct lite_pipe *p)
+{
+    if (!p)
+        return;
+    for (size_t k = 0; k < p->nchunk && p->ev && p->ev[k]; k++)
+        lite_gpu_event_sync(p->ev[k]);
+    for (size_t k = 0; k < p->nchunk && p->ev; k++)
+        lite_gpu_event_destroy(p->ev[k]);
+    free(p->ev);
+    free(p->w);
+    free(p);
+}
+
+static int pipe_make(struct lite_ctx *ctx, const void *dev, void *host, size_t len,
+                     struct lite_pipe **out)
+{
+    int d = 0;
+    lite_gpu_ptr_kind(dev, &d);
+    struct lite_gpu_stream *s;
+    int rc = lib_stream(d, &s);
+    if (rc)
+        return rc;
+    struct lite_pipe *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->host = host;
+    p->len = len;
+    p->chunk = ctx->stage_chunk ? ctx->stage_chunk : len;
+    p->nchunk = (len + p->chunk - 1) / p->chunk;
+    p->ev = calloc(p->nchunk, sizeof(*p->ev));
+    p->w = calloc(p->nchunk, sizeof(*p->w));
+    rc = p->ev && p->w ? 0 : -ENOMEM;
+    for (size_t k = 0; !rc && k < p->nchunk; k++) {
+        size_t off = k * p->chunk, n = len - off < p->chunk ? len - off : p->chunk;
+        rc = lite_gpu_event_create(d, &p->ev[k]);
+        if (!rc)
+            rc = lite_gpu_copy_async((unsigned char *)host + off, (const unsigned char *)dev + off,
+                                     n, s);
+        if (!rc)
+            rc = lite_gpu_event_record(p->ev[k], s);
+    }
+    if (rc) {
+        pipe_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
 int lite_stage_send(struct lite_ctx *ctx, int peer, uint64_t tag, const void *buf, size_t len,
                     int timeout_ms)
 {
     void *b;
+    if (pipe_fits(ctx, peer, len) && lite_stage_is_dev(buf)) {
+        struct lite_pipe *p = NULL;
+        int rc = lite_stage_get(len, &b);
+        if (!rc)
+            rc = pipe_make(ctx, buf, b, len, &p);
+        if (rc) {
+            lite_stage_put(b);
+            return stage_fail(ctx, rc, "send");
+        }
+        ctx->pipe_next = p; /* taken by the rendezvous of this send (rndv.c) */
+        rc = lite_send(ctx, peer, tag, b, len, timeout_ms);
+        ctx->pipe_next = NULL;
+        pipe_free(p); /* a withdrawn send never writes: the pipe is no longer used */
+        if (rc != -ETIMEDOUT)
+            lite_stage_put(b);
+        return rc;
+    }
     int rc = lite_stage_get(len, &b);
     if (!rc)
         rc = copy_any(b, buf, len);
@@ -254,18 +328,25 @@ int lite_stage_isend(struct lite_ctx *ctx, int peer, uint64_t tag, const void *b
                      struct lite_request **req)
 {
     void *b;
+    struct lite_pipe *p = NULL;
+    bool pipe = pipe_fits(ctx, peer, len) && lite_stage_is_dev(buf);
     int rc = lite_stage_get(len, &b);
     if (!rc)
-        rc = copy_any(b, buf, len);
+        rc = pipe ? pipe_make(ctx, buf, b, len, &p) : copy_any(b, buf, len);
     if (rc) {
         lite_stage_put(b);
         return stage_fail(ctx, rc, "isend");
     }
+    ctx->pipe_next = p; /* taken by the rendezvous of this send (rndv.c) */
     rc = lite_post_send(ctx, LITE_CHAN_USER, peer, tag, b, len, req);
+    ctx->pipe_next = NULL;
     if (rc) {
+        pipe_free(p);
         lite_stage_put(b);
         return rc;
     }
+    if (p && (*req)->pipe != p)
+        pipe_free(p); /* not a rendezvous after all: the copies must land first */
     (*req)->stage = b;
     return 0;
 }
@@ -342,6 +423,10 @@ void lite_stage_req_end(struct lite_request *r)
     if (r->stage_dst && r->kind == LITE_REQ_RECV && r->state == LITE_REQ_DONE && !r->error &&
         copy_any(r->stage_dst, r->stage, r->bytes) != 0)
         r->error = -EIO; /* logged by the loader */
+    if (r->pipe) {
+        pipe_free(r->pipe);
+        r->pipe = NULL;
+    }
     lite_stage_put(r->stage);
     r->stage = NULL;
     r->stage_dst = NULL;

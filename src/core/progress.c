@@ -20,6 +20,8 @@ static inline int progress_step(struct lite_ctx *ctx, int sleep_ms)
     int rc = ctx->ops.progress(ctx->tp, sleep_ms);
     if (__builtin_expect(ctx->fail_due, 0))
         ctx->peer_fail_run(ctx); /* upcall.c, installed by lite_init */
+    if (__builtin_expect(ctx->pipe_head != NULL, 0))
+        ctx->pipe_poll(ctx); /* rndv.c: chunks of device sends whose copies landed */
     if (sleep_ms == 0 && ctx->yield_polls)
         sched_yield(); /* oversubscribed host: let a rank with work run */
     if (rc < 0)

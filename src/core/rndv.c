@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "credits.h"
+#include "gpu.h"
 #include "mr.h"
 #include "request.h"
 #include "rma_emu.h"
@@ -59,7 +60,8 @@ enum {
     ST_CTS = 4,       /* receiver: CTS sent, waiting for FIN */
     ST_WRITE_FIN = 5, /* sender, ordered transport: write and FIN both posted */
     ST_PARK = 6,      /* sender, collective: waiting for the receiver's RTR */
-    ST_RTR = 7        /* receiver, collective: RTR sent, still posted, waiting for FIN */
+    ST_RTR = 7,       /* receiver, collective: RTR sent, still posted, waiting for FIN */
+    ST_PIPE = 8       /* sender, device buffer: chunk writes posted as their copies land */
 };
 
 static bool rtr_mode(const struct lite_ctx *ctx, uint8_t chan, size_t len)
@@ -115,6 +117,10 @@ int lite_rndv_send(struct lite_ctx *ctx, struct lite_request *r)
         r->rndv = calloc(1, sizeof(*r->rndv));
         if (!r->rndv)
             return -ENOMEM;
+        if (ctx->pipe_next && ctx->pipe_next->host == r->buf && ctx->pipe_next->len == r->len) {
+            r->pipe = ctx->pipe_next; /* a staged device buffer, still being copied */
+            ctx->pipe_next = NULL;
+        }
         r->rndv->stage = ST_RTS;
         r->rndv->id = ++p->rndv_next_id;
         lite_put64(r->rndv->msg, r->len);
@@ -230,9 +236,124 @@ static struct lite_request *take_by_id(struct lite_request **head, uint64_t id)
 
 /* ---- rendezvous, sender side ---- */
 
+/* ---- a device buffer's send, chunk by chunk (docs/GPU.md, "Staging") ----
+ * The CTS came while the chunks' device-to-host copies may still run: each chunk is written as
+ * soon as its copy has landed, so the copies overlap the network. Ordered transports get the
+ * FIN behind the last write (as start_write); others after every write has completed. */
+
+static void pipe_unlist(struct lite_ctx *ctx, struct lite_request *r)
+{
+    for (struct lite_request **pp = &ctx->pipe_head; *pp; pp = &(*pp)->pipe->next) {
+        if (*pp == r) {
+            *pp = r->pipe->next;
+            break;
+        }
+    }
+    r->pipe->next = NULL;
+    r->pipe->listed = false;
+}
+
+/* Every chunk is posted, or posting stopped at an error (rv->status). */
+static void pipe_posted(struct lite_ctx *ctx, struct lite_request *r)
+{
+    struct lite_rndv *rv = r->rndv;
+    if (!(ctx->ops.caps & LITE_CAP_ORDERED_WRITE_MSG)) {
+        if (rv->pending == 0) { /* else the last write's completion comes here */
+            rv->stage = ST_WRITE;
+            lite_rndv_send_done(ctx, r, rv->status); /* FIN with the status */
+        }
+        return;
+    }
+    rv->stage = ST_WRITE_FIN;
+    rv->pending++;
+    lite_put64(rv->msg, rv->peer_id);
+    lite_put64(rv->msg + 8, (uint64_t)(int64_t)rv->status);
+    lite_put64(rv->msg + 16, rv->status ? 0 : r->len);
+    int rc = lite_ctrl_send(ctx, r->peer, LITE_CTRL_FIN, rv->msg, FIN_LEN, r);
+    if (rc) {
+        if (!rv->status)
+            rv->status = rc;
+        if (--rv->pending == 0)
+            lite_request_finish(r, rv->status);
+    }
+}
+
+/* Post the writes of the chunks whose copies have landed, in order. */
+static void pipe_step(struct lite_ctx *ctx, struct lite_request *r)
+{
+    struct lite_rndv *rv = r->rndv;
+    struct lite_pipe *pp = r->pipe;
+    if (!pp->listed)
+        return; /* failed meanwhile (pipe_fail) */
+    bool ordered = (ctx->ops.caps & LITE_CAP_ORDERED_WRITE_MSG) != 0;
+    while (pp->posted < pp->nchunk && !rv->status) {
+        int q = lite_gpu_event_query(pp->ev[pp->posted]);
+        if (q == -EAGAIN)
+            return; /* polled again by progress */
+        if (q) {
+            rv->status = lite_fail(ctx, q, "send to rank %d: copying a device buffer failed: %s",
+                                   r->peer, lite_strerror(q));
+            break;
+        }
+        size_t off = pp->posted * pp->chunk;
+        struct lite_tp_rma *w = &pp->w[pp->posted];
+        *w = rv->write;
+        w->local = (unsigned char *)r->buf + off;
+        w->len = r->len - off < pp->chunk ? r->len - off : pp->chunk;
+        w->remote_offset = rv->write.remote_offset + off;
+        if (ordered)
+            w->flags |= LITE_RMA_F_LOCAL_DONE;
+        pp->posted++;
+        rv->pending++;
+        int rc = lite_rma_post(ctx, w, r); /* may complete inside: pending counts it */
+        if (rc) {
+            rv->pending--;
+            rv->status = lite_fail(ctx, rc, "rendezvous write to rank %d failed: %s", r->peer,
+                                   lite_strerror(rc));
+        }
+    }
+    pipe_unlist(ctx, r);
+    pipe_posted(ctx, r);
+}
+
+static void pipe_poll(struct lite_ctx *ctx)
+{
+    for (struct lite_request *r = ctx->pipe_head, *nx; r; r = nx) {
+        nx = r->pipe->next;
+        pipe_step(ctx, r);
+    }
+}
+
+/* A pipelined send's peer failed (or the context ends) before every chunk was posted. */
+static void pipe_fail(struct lite_ctx *ctx, int peer, int code)
+{
+    for (struct lite_request *r = ctx->pipe_head, *nx; r; r = nx) {
+        nx = r->pipe->next;
+        if (peer >= 0 && r->peer != peer)
+            continue;
+        pipe_unlist(ctx, r);
+        struct lite_rndv *rv = r->rndv;
+        if (!rv->status)
+            rv->status = code;
+        rv->stage = ST_WRITE_FIN; /* the writes still out finish it */
+        if (rv->pending == 0)
+            lite_request_finish(r, rv->status);
+    }
+}
+
 static void start_write(struct lite_ctx *ctx, struct lite_request *r)
 {
     struct lite_rndv *rv = r->rndv;
+    if (r->pipe) {
+        rv->stage = ST_PIPE;
+        rv->pending = 0;
+        r->pipe->listed = true;
+        r->pipe->next = ctx->pipe_head;
+        ctx->pipe_head = r;
+        ctx->pipe_poll = pipe_poll;
+        pipe_step(ctx, r);
+        return;
+    }
     /* With the FIN right behind it (ordered transports), the write need not wait for its
      * acknowledgement: the send is complete when its buffer may be reused (as an MPI send is).
      * The stage is set before the post: the write may complete inside rma_post. */
@@ -574,6 +695,14 @@ bool lite_rndv_send_done(struct lite_ctx *ctx, struct lite_request *r, int statu
             lite_request_finish(r, rc);
         return true;
     }
+    if (rv->stage == ST_PIPE) {
+        if (status && !rv->status)
+            rv->status = status;
+        if (--rv->pending > 0 || r->pipe->listed)
+            return true; /* pipe_step posts the rest */
+        rv->stage = ST_WRITE;
+        return lite_rndv_send_done(ctx, r, rv->status); /* FIN with the status */
+    }
     if (rv->stage == ST_WRITE_FIN) {
         if (status && !rv->status)
             rv->status = status;
@@ -612,6 +741,7 @@ int lite_rndv_abandon(struct lite_ctx *ctx, struct lite_request *r)
         }
         if (rv && rv->stage == ST_RTS && !rv->cts_seen && !rv->cts_ended) {
             rv->abandoned = true; /* the CTS, if one comes, gets a FIN that cancels */
+            r->pipe = NULL;       /* never written: its stager frees it */
             return 0;
         }
         return -EBUSY;
@@ -656,6 +786,7 @@ static void free_rtrs(struct lite_peer *p)
 void lite_rndv_peer_failed(struct lite_ctx *ctx, int peer, int code)
 {
     struct lite_peer *p = &ctx->peers[peer];
+    pipe_fail(ctx, peer, code);
     fail_chain(&p->sendq, code);
     p->sendq_tail = NULL;
     fail_chain(&p->rndv_send, code);
@@ -671,6 +802,7 @@ void lite_rndv_peer_failed(struct lite_ctx *ctx, int peer, int code)
 
 void lite_rndv_fini(struct lite_ctx *ctx)
 {
+    pipe_fail(ctx, -1, -LITE_ERR_CANCELLED);
     for (int i = 0; ctx->peers && i < ctx->s.world_size; i++) {
         struct lite_peer *p = &ctx->peers[i];
         fail_chain(&p->sendq, -LITE_ERR_CANCELLED);

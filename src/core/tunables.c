@@ -77,8 +77,9 @@ const struct lite_tunable lite_core_tunables[] = {
     {"LITETX_CUDA_DRIVER", "libcuda.so.1", "path of the CUDA driver library loaded at run time",
      LITE_TUN_STRING, P, 0, 0, NULL},
     {"LITETX_GPU_STAGE_CHUNK", "4194304",
-     "bytes per staged segment of a device-buffer allreduce (same on every rank)", LITE_TUN_INT, C,
-     4096, 1 << 30, NULL},
+     "bytes per staged segment of a device-buffer allreduce (same on every rank) and per copied "
+     "chunk of a large device send",
+     LITE_TUN_INT, C, 4096, 1 << 30, NULL},
     /* for tests only */
     {"LITETX_TEST_CORE_RMA", "0",
      "for tests: 1 carries one-sided ops as core messages even if the backend has its own",

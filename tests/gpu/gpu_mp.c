@@ -12,9 +12,11 @@
  *                  chunk-1, chunk, chunk+1, 5.5 chunks, 64 MiB), device to device, device to
  *                  host and host to device, blocking and not; a device receive cancelled, and a
  *                  device send withdrawn after its timeout (its receiver gets -LITE_ERR_CANCELLED)
- *   gpu_mp lost    2 ranks: rank 1 starts a 64 MiB device send and vanishes while it moves;
- *                  rank 0's device receive ends with -LITE_ERR_PEER_LOST (the test's timeout
- *                  is the hang bound)
+ *   gpu_mp lost    2 ranks: rank 1 starts a 64 MiB device send to rank 0 and vanishes while
+ *                  it moves; rank 0's device receive ends with -LITE_ERR_PEER_LOST (the test's
+ *                  timeout is the hang bound)
+ *   gpu_mp lost_recv  the same with the receiver vanishing: the device send ends with
+ *                  -LITE_ERR_PEER_LOST
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -498,28 +500,41 @@ static void pipe_check(lite_ctx_t *ctx, int world)
                c);
 }
 
-/* Rank 1 vanishes in the middle of a 64 MiB device send to rank 0. */
-static void lost(lite_ctx_t *ctx, int world)
+/* Progress for ms milliseconds: long enough for part of a 64 MiB message to move. */
+static void progress_for(lite_ctx_t *ctx, int ms)
+{
+    double end = now_s() + ms / 1e3;
+    for (int i = 0; i < 10000000 && now_s() < end; i++)
+        lite_progress(ctx);
+}
+
+/* One rank vanishes in the middle of a 64 MiB device message from rank 1 to rank 0: the
+ * sender (`lost`) or the receiver (`lost_recv`). The survivor's request ends with
+ * -LITE_ERR_PEER_LOST. */
+static void lost(lite_ctx_t *ctx, int world, bool sender_dies)
 {
     CHECK(world == 2, "gpu_mp lost runs with 2 ranks, not %d", world);
     const size_t len = (size_t)64 << 20;
     void *d = dev_alloc(len);
     CHECK(lite_gpu_memset(d, 7, len) == 0, "memset");
     lite_request_t *req;
+    int dying = sender_dies ? 1 : 0;
     if (mp_rank == 1) {
-        /* after rank 0's receive is posted, so the rendezvous is under way when it exits */
+        /* after rank 0's receive is posted, so the rendezvous is under way */
         CHECK_RC(ctx, lite_recv(ctx, 0, 1, NULL, 0, NULL, LITE_TIMEOUT_DEFAULT));
         CHECK_RC(ctx, lite_isend(ctx, 0, 2, d, len, &req));
-        for (int i = 0; i < 200; i++)
-            lite_progress(ctx);
+    } else {
+        CHECK_RC(ctx, lite_irecv(ctx, 1, 2, d, len, &req));
+        CHECK_RC(ctx, lite_send(ctx, 1, 1, NULL, 0, LITE_TIMEOUT_DEFAULT));
+    }
+    if (mp_rank == dying) {
+        progress_for(ctx, 20);
         _exit(0);
     }
-    CHECK_RC(ctx, lite_irecv(ctx, 1, 2, d, len, &req));
-    CHECK_RC(ctx, lite_send(ctx, 1, 1, NULL, 0, LITE_TIMEOUT_DEFAULT));
     lite_status_t st;
     int rc = lite_wait(ctx, req, 60000, &st);
-    printf("lost: the device receive from the vanished rank ended with %d (%s)\n", rc,
-           lite_strerror(rc));
+    printf("lost: the device %s the vanished rank ended with %d (%s)\n",
+           sender_dies ? "receive from" : "send to", rc, lite_strerror(rc));
     CHECK(rc == -LITE_ERR_PEER_LOST, "expected -LITE_ERR_PEER_LOST, got %d", rc);
     lite_gpu_mem_free(d); /* nothing may write into it any more (ASan would see it) */
     lite_finalize(ctx);   /* returns; its result reports the lost peer */
@@ -544,8 +559,8 @@ int main(int argc, char **argv)
         bench(ctx);
     } else if (strcmp(mode, "pipe") == 0) {
         pipe_check(ctx, world);
-    } else if (strcmp(mode, "lost") == 0) {
-        lost(ctx, world);
+    } else if (strcmp(mode, "lost") == 0 || strcmp(mode, "lost_recv") == 0) {
+        lost(ctx, world, strcmp(mode, "lost") == 0);
     } else {
         p2p(ctx, world);
         colls(ctx, world);

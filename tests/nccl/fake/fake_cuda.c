@@ -345,11 +345,25 @@ struct copy_arg {
     const void *s;
     size_t n;
 };
+/* FAKECUDA_COPY_US: every asynchronous copy takes at least this long (a slow bus), so tests can
+ * catch a pipeline with copies still running. */
+static long copy_us = -1;
 static void do_copy(void *a)
 {
     struct copy_arg *c = a;
     memmove(c->d, c->s, c->n);
     free(c);
+    long us = __atomic_load_n(&copy_us, __ATOMIC_RELAXED);
+    if (us < 0) {
+        const char *v = getenv("FAKECUDA_COPY_US");
+        us = v ? atol(v) : 0;
+        us = us < 0 ? 0 : us > 1000000 ? 1000000 : us;
+        __atomic_store_n(&copy_us, us, __ATOMIC_RELAXED);
+    }
+    if (us > 0) {
+        struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
 }
 API CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, struct CUstream_st *st)
 {

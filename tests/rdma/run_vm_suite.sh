@@ -10,7 +10,9 @@
 # holding rxe-vm-run.sh and build-image.sh; required), RXE_VM_DIR (image), RDMA_SUITE_QUICK=1
 # (fewer cases), RDMA_SUITE_ONLY=perf (only the perftest comparison, 5 rounds),
 # RDMA_SUITE_ONLY=kill_soak (only the kill-a-peer soak, RDMA_KILL_TRIALS trials, default 30),
-# RDMA_SUITE_ONLY=cm (the cases with LITETX_RDMA_CM=1), RDMA_PERF_CM=1 (perf: also rdma_cm),
+# RDMA_SUITE_ONLY=cm (the cases with LITETX_RDMA_CM=1), RDMA_SUITE_ONLY=qp_error (forced breaks:
+# resumed, budget, reconnection off, mixed traffic) or =reconnect (mixed traffic only),
+# RDMA_RECONNECT_REPEAT=N (those: N more mixed runs), RDMA_PERF_CM=1 (perf: also rdma_cm),
 # RDMA_PERF_BASE_LIB=DIR (perf: also another build's liblitetx.so, DIR inside BUILD_DIR),
 # RDMA_PERF_ROUNDS (default 1 in the full run), RDMA_VM_TIMEOUT (seconds, default 1000).
 set -uo pipefail

@@ -262,6 +262,14 @@ reconnect_case() { # reconnect_case NAME N:K [VAR=VAL ...]
     grep -h "break(s)" "$OUT/$name.log" | sed "s/^/RDMA-TEST $name: /"
 }
 
+reconnect_repeat() { # RDMA_RECONNECT_REPEAT=N more, other seeds, 6 breaks per rank
+    i=0
+    while [ $i -lt "${RDMA_RECONNECT_REPEAT:-0}" ]; do
+        reconnect_case reconnect.mixed.r$i 25:6
+        i=$((i + 1))
+    done
+}
+
 # ---- QPs connected through rdma_cm (LITETX_RDMA_CM=1): address, route, source GID, path MTU
 # and PSNs from the CM; the side channel still carries the per-pair data, re-arms and BYE ----
 second_rxe() { # rxe1 on a second dummy interface (192.0.3.1); 0 when it is there
@@ -323,6 +331,7 @@ if [ "${RDMA_SUITE_ONLY:-}" = qp_error ]; then
     qp_error final qp_error.final 40
     reconnect_case reconnect.mixed 25:4
     reconnect_case cm.reconnect.mixed 25:4 LITETX_RDMA_CM=1
+    reconnect_repeat
     echo "rdma vm suite: $pass passed, $fail failed, $skip skipped"
     [ $fail -eq 0 ]
     exit
@@ -331,11 +340,7 @@ fi
 if [ "${RDMA_SUITE_ONLY:-}" = reconnect ]; then # breaks under mixed traffic only
     reconnect_case reconnect.mixed 25:4
     reconnect_case cm.reconnect.mixed 25:4 LITETX_RDMA_CM=1
-    i=0
-    while [ $i -lt "${RDMA_RECONNECT_REPEAT:-1}" ]; do
-        reconnect_case reconnect.mixed.r$i 25:6
-        i=$((i + 1))
-    done
+    reconnect_repeat
     echo "rdma vm suite: $pass passed, $fail failed, $skip skipped"
     [ $fail -eq 0 ]
     exit

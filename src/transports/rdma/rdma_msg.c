@@ -212,9 +212,12 @@ static bool post_report(struct lite_transport *t, struct lite_rdma_conn *c, uint
 
 void lite_rdma_report(struct lite_transport *t, struct lite_rdma_conn *c, bool force)
 {
-    /* READY: our QPs are connected and the peer may be posting already: it needs the reports */
-    if ((c->state != CONN_UP && c->state != CONN_READY) || c->brk)
+    /* Not while the link is being re-established (the peer's QPs may not be connected yet):
+     * from the next progress once it is up. */
+    if (!lite_rdma_link_ok(c)) {
+        c->report_due = c->state != CONN_DEAD;
         return;
+    }
     c->report_due = false;
     struct lite_rdma_rxacct *a = &c->msg_rx;
     if (lite_rdma_rxacct_due(a) || (force && a->reposted != a->reported)) {
@@ -224,7 +227,7 @@ void lite_rdma_report(struct lite_transport *t, struct lite_rdma_conn *c, bool f
         else
             c->report_due = true;
     }
-    for (uint32_t r = 0; r < c->nrails && !c->brk && c->state != CONN_DEAD; r++) {
+    for (uint32_t r = 0; r < c->nrails && lite_rdma_link_ok(c); r++) {
         a = &c->imm_rx[r];
         if (!(lite_rdma_rxacct_due(a) || (force && a->reposted != a->reported)))
             continue;
@@ -238,11 +241,8 @@ void lite_rdma_report(struct lite_transport *t, struct lite_rdma_conn *c, bool f
 
 int lite_rdma_msg_flush(struct lite_transport *t, struct lite_rdma_conn *c)
 {
-    if (!lite_rdma_link_ok(c)) {
-        if (c->report_due && c->state == CONN_READY)
-            lite_rdma_report(t, c, false);
+    if (!lite_rdma_link_ok(c))
         return 0;
-    }
     int n = 0;
     if (c->pend || c->wait || c->replay)
         n += read_mailbox(t, c);

@@ -257,7 +257,8 @@ qp_error() { # qp_error MODE NAME N [VAR=VAL ...]
 reconnect_case() { # reconnect_case NAME N:K [VAR=VAL ...]
     name=$1 nk=$2
     shift 2
-    t "$name" 2 120 LITETX_RDMA_TEST_QP_ERROR=$nk RECONNECT_MIN_BREAKS=1 "$@" -- \
+    # info: a link that stalls says where it stands (frames sent and applied, windows, queues)
+    t "$name" 2 120 LITETX_RDMA_TEST_QP_ERROR=$nk RECONNECT_MIN_BREAKS=1 LITETX_LOG_LEVEL=info "$@" -- \
         "$B/tests/reconnect/reconnect_test" mixed $((port % 97)) 1 0 24
     grep -h "break(s)" "$OUT/$name.log" | sed "s/^/RDMA-TEST $name: /"
 }

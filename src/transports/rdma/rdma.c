@@ -267,7 +267,13 @@ static int rdma_progress(struct lite_transport *t, int timeout_ms)
      * at least every millisecond when busy, so a busy loop makes no syscall per call. */
     if (n == 0 || lite_now_ns() - t->events_at > 1000000)
         n += wait_events(t, 0);
-    if (n || timeout_ms == 0)
+    if (n) {
+        t->active_ns = t->events_at;
+        return n;
+    }
+    if (t->events_at - t->active_ns > 5000000000ll)
+        lite_rdma_link_stall(t);
+    if (timeout_ms == 0)
         return n;
     /* Nothing to do: sleep until a completion or a side-channel frame. A sender waiting for a
      * window report polls its mailbox (an RDMA write raises no event), so it naps 1 ms. */

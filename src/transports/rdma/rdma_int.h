@@ -338,6 +338,8 @@ struct lite_transport {
     bool test_no_resume; /* LITETX_RDMA_TEST_RESUME=0: never answer a re-establishment */
     int reconnect_ms;    /* lite_config_t.reconnect_timeout_ms (0: a break is final) */
     bool link_work;      /* a link is broken or being re-established (rdma_link.c) */
+    int64_t active_ns;   /* the last progress call that did something */
+    int64_t stall_ns;    /* the last stall report */
 
     /* rdma_cm (LITETX_RDMA_CM=1; rdma_cm.c) */
     bool use_cm;
@@ -375,6 +377,10 @@ void lite_rdma_qp_destroy(struct lite_transport *t, struct lite_rdma_qp *q);
 /* INIT -> RTR -> RTS towards `remote`. */
 int lite_rdma_qp_connect(struct lite_transport *t, struct lite_rdma_qp *q,
                          const struct lite_rdma_ep *remote);
+/* A new QP in place of q's (a new QP number; the old one destroyed), then as qp_reset; when
+ * no new QP can be had, q's own is reset. Soft-RoCE (rxe) left some reset QPs stuck: a WR
+ * posted after the re-connection never completed, not even in error. */
+int lite_rdma_qp_renew(struct lite_transport *t, struct lite_rdma_qp *q);
 /* Back to INIT with a fresh epoch and PSN, the send queue forgotten (re-arming). */
 int lite_rdma_qp_reset(struct lite_transport *t, struct lite_rdma_qp *q);
 /* This end as the peer needs it. */
@@ -453,6 +459,8 @@ int lite_rdma_link_run(struct lite_transport *t);
 int lite_rdma_link_frame(struct lite_transport *t, struct lite_rdma_conn *c, uint8_t type,
                          const uint8_t *p, uint16_t len);
 void lite_rdma_link_free(struct lite_rdma_conn *c);
+/* Nothing happened for 5 s while ops are pending: say where each link stands (info). */
+void lite_rdma_link_stall(struct lite_transport *t);
 
 /* ---- rdma_msg.c ---- */
 int lite_rdma_msg_send(struct lite_transport *t, int peer, const struct lite_msg_hdr *hdr,

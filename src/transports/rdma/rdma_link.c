@@ -10,8 +10,8 @@
  *      (a received SEND is applied, an immediate counted, a completed WR retired), then keeps
  *      what was in flight: the bytes of every SEND frame not known complete (with its number)
  *      and the one-sided WRs of each rail in posting order;
- *   2. it resets the QPs (new PSNs, a new epoch that makes their flushed completions stale),
- *      posts every receive again, and sends RESUME: the link epoch, the number of the peer's
+ *   2. it replaces the QPs by new ones (new QP numbers and PSNs, a new epoch that makes the
+ *      old QPs' late completions stale), posts every receive again, and sends RESUME: the link epoch, the number of the peer's
  *      SEND frames it applied, the number of the peer's immediates it counted per rail, and
  *      its QPs' ends;
  *   3. with the peer's RESUME it drops the frames the peer applied, counts the immediates the
@@ -168,11 +168,11 @@ static void break_now(struct lite_transport *t, struct lite_rdma_conn *c, uint32
         return; /* the drain ended the link (a refused message) */
     int rc = keep_in_flight(c);
     if (!rc)
-        rc = lite_rdma_qp_reset(t, c->msg);
+        rc = lite_rdma_qp_renew(t, c->msg);
     for (uint32_t r = 0; !rc && r < c->nrails; r++) {
-        rc = lite_rdma_qp_reset(t, c->out[r]);
+        rc = lite_rdma_qp_renew(t, c->out[r]);
         if (!rc)
-            rc = lite_rdma_qp_reset(t, c->in[r]);
+            rc = lite_rdma_qp_renew(t, c->in[r]);
         c->out[r]->link_reset = c->in[r]->link_reset = true;
     }
     for (uint32_t s = 0; !rc && s < c->rx_depth; s++)
@@ -320,6 +320,8 @@ int lite_rdma_link_frame(struct lite_transport *t, struct lite_rdma_conn *c, uin
         rc = len >= RESUME_FIXED ? on_resume(t, c, p, len, w, sizeof(w)) : -LITE_ERR_PROTOCOL;
     } else if (len != 4) {
         rc = -LITE_ERR_PROTOCOL;
+    } else if (c->state == CONN_READY && c->brk) {
+        /* our QPs could not be connected: the next progress breaks the link again */
     } else if (c->state == CONN_READY && lite_get32(p) == c->link_epoch) {
         c->state = CONN_UP;
         c->resumes++;
@@ -374,4 +376,39 @@ int lite_rdma_link_run(struct lite_transport *t)
     }
     t->link_work = more;
     return n;
+}
+
+void lite_rdma_link_stall(struct lite_transport *t)
+{
+    int64_t now = lite_now_ns();
+    if (now - t->stall_ns < 5000000000ll)
+        return;
+    t->stall_ns = now;
+    for (int p = 0; p < t->world; p++) {
+        struct lite_rdma_conn *c = &t->conns[p];
+        if (c->state == CONN_NONE || c->state == CONN_DEAD || !(c->live || c->pend || c->wait))
+            continue;
+        unsigned nl = 0, np = 0, nw = 0, nf = 0;
+        for (struct lite_rdma_op *o = c->live; o; o = o->next)
+            nl++;
+        for (struct lite_rdma_pend *m = c->pend; m; m = m->next)
+            np++;
+        for (struct lite_rdma_op *o = c->wait; o; o = o->wnext)
+            nw++;
+        for (struct lite_rdma_frame_copy *f = c->replay; f; f = f->next)
+            nf++;
+        LITE_INFO("rdma rank %d: link to rank %d quiet for 5 s: state %u epoch %u, %u op(s) in "
+                  "flight, %u message(s) and %u op(s) queued, %u frame(s) to replay; frames "
+                  "sent %llu, applied %llu; message window %llu, imm window %llu; msg sq "
+                  "%llu/%llu, out sq %llu/%llu",
+                  t->rank, p, c->state, c->link_epoch, nl, np, nw, nf,
+                  (unsigned long long)c->tx_seq, (unsigned long long)c->rx_applied,
+                  (unsigned long long)lite_rdma_window_avail(&c->msg_win),
+                  (unsigned long long)lite_rdma_window_avail(&c->imm_win[0]),
+                  (unsigned long long)c->msg->sq_tail, (unsigned long long)c->msg->sq_head,
+                  (unsigned long long)c->out[0]->sq_tail, (unsigned long long)c->out[0]->sq_head);
+        for (struct lite_rdma_op *o = c->live; o; o = o->next)
+            LITE_INFO("rdma rank %d:   op kind %d imm %d pieces %u posted %u left %u status %d",
+                      t->rank, o->kind, o->has_imm, o->npieces, o->next_piece, o->left, o->status);
+    }
 }

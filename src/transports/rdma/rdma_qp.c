@@ -23,11 +23,37 @@ static uint32_t new_psn(void)
     return (uint32_t)(s >> 20) & 0xffffff;
 }
 
+/* A new RC QP for q's kind and rail on its device; *max_inline: the inline size it got. */
+static struct ibv_qp *make_qp(struct lite_transport *t, const struct lite_rdma_qp *q,
+                              uint32_t *max_inline)
+{
+    struct lite_rdma_dev *dv = &t->devs[t->rails[q->rail].dev];
+    struct ibv_qp_init_attr ia = {
+        .send_cq = dv->cq,
+        .recv_cq = dv->cq,
+        .qp_type = IBV_QPT_RC,
+        .sq_sig_all = 0,
+        .cap = {.max_send_wr = q->sq_depth,
+                .max_recv_wr = q->rq_depth,
+                .max_send_sge = 1,
+                .max_recv_sge = 1,
+                .max_inline_data = q->kind == QP_IN ? 0 : RDMA_INLINE},
+    };
+    struct ibv_qp *qp = ibv_create_qp(dv->pd, &ia);
+    if (!qp && ia.cap.max_inline_data) {
+        /* some devices have no inline data: go without */
+        ia.cap.max_inline_data = 0;
+        qp = ibv_create_qp(dv->pd, &ia);
+    }
+    if (qp)
+        *max_inline = ia.cap.max_inline_data;
+    return qp;
+}
+
 int lite_rdma_qp_create(struct lite_transport *t, struct lite_rdma_conn *c, int kind, uint32_t rail,
                         struct lite_rdma_qp **out)
 {
     struct lite_rdma_rail *rl = &t->rails[rail];
-    struct lite_rdma_dev *dv = &t->devs[rl->dev];
     struct lite_rdma_qp *q = calloc(1, sizeof(*q));
     if (!q)
         return -ENOMEM;
@@ -42,23 +68,7 @@ int lite_rdma_qp_create(struct lite_transport *t, struct lite_rdma_conn *c, int 
         free(q);
         return -ENOMEM;
     }
-    struct ibv_qp_init_attr ia = {
-        .send_cq = dv->cq,
-        .recv_cq = dv->cq,
-        .qp_type = IBV_QPT_RC,
-        .sq_sig_all = 0,
-        .cap = {.max_send_wr = q->sq_depth,
-                .max_recv_wr = q->rq_depth,
-                .max_send_sge = 1,
-                .max_recv_sge = 1,
-                .max_inline_data = kind == QP_IN ? 0 : RDMA_INLINE},
-    };
-    q->qp = ibv_create_qp(dv->pd, &ia);
-    if (!q->qp && ia.cap.max_inline_data) {
-        /* some devices have no inline data: go without */
-        ia.cap.max_inline_data = 0;
-        q->qp = ibv_create_qp(dv->pd, &ia);
-    }
+    q->qp = make_qp(t, q, &q->max_inline);
     if (!q->qp) {
         int rc = lite_rdma_errno(errno);
         LITE_ERROR("rdma rank %d: cannot create a queue pair on %s for rank %d: %s", t->rank,
@@ -67,7 +77,6 @@ int lite_rdma_qp_create(struct lite_transport *t, struct lite_rdma_conn *c, int 
         free(q);
         return rc;
     }
-    q->max_inline = ia.cap.max_inline_data;
     if (t->nqps == t->qps_cap) {
         uint32_t n = t->qps_cap ? t->qps_cap * 2 : 64;
         struct lite_rdma_qp **a = realloc(t->qps, n * sizeof(*a));
@@ -87,6 +96,19 @@ int lite_rdma_qp_create(struct lite_transport *t, struct lite_rdma_conn *c, int 
         return rc; /* the QP stays in t->qps and is destroyed at close */
     *out = q;
     return 0;
+}
+
+int lite_rdma_qp_renew(struct lite_transport *t, struct lite_rdma_qp *q)
+{
+    uint32_t max_inline;
+    struct ibv_qp *qp = make_qp(t, q, &max_inline);
+    if (qp && max_inline >= q->max_inline) {
+        ibv_destroy_qp(q->qp);
+        q->qp = qp;
+    } else if (qp) {
+        ibv_destroy_qp(qp); /* less inline room than the records assume: keep the old one */
+    }
+    return lite_rdma_qp_reset(t, q);
 }
 
 void lite_rdma_qp_destroy(struct lite_transport *t, struct lite_rdma_qp *q)

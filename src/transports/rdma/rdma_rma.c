@@ -322,8 +322,14 @@ void lite_rdma_rma_done(struct lite_transport *t, struct lite_rdma_qp *q, uint32
     struct lite_rdma_conn *c = q->conn;
     struct lite_rdma_sqrec *rec = &q->rec[slot];
     struct lite_rdma_op *o = rec->op;
-    if (st == IBV_WC_WR_FLUSH_ERR)
-        return; /* behind a failed WR: reposted when the pair is re-armed */
+    if (st == IBV_WC_WR_FLUSH_ERR) {
+        /* Behind a refused WR: reposted when the pair is re-armed. With no re-arm going on,
+         * the QP went into the error state by itself (seen on Soft-RoCE shortly after a
+         * re-connection, with no error completion before): a break, or the op never ends. */
+        if (!c->rearming[q->rail])
+            lite_rdma_link_break(t, c, "a one-sided WR was flushed: its queue pair failed");
+        return;
+    }
     bool fatal;
     int code = lite_rdma_wc_code(st, &fatal);
     if (code && fatal) {
@@ -366,8 +372,14 @@ void lite_rdma_rma_piece_done(struct lite_transport *t, struct lite_rdma_op *o, 
 {
     if (piece == RDMA_IMM_PIECE)
         o->imm_posted = true;
-    if (--o->left == 0)
+    if (--o->left == 0) {
         op_finish(t, o);
+        return;
+    }
+    /* every byte of a striped write is in place: its immediate goes from the next flush */
+    if (o->has_imm && o->npieces > 1 && o->left == 1 && !o->imm_posted && o->status == 0 &&
+        o->next_piece == o->npieces)
+        wait_append(o->conn, o);
 }
 
 /* The refused op gives up what it has not done (it completes with the target's reason). */

@@ -21,8 +21,15 @@
 
 static void fill(char *b, size_t n)
 {
-    for (size_t i = 0; i < n; i += 32)
-        snprintf(b + i, n - i < 32 ? n - i : 32, "LITETX-PLAINTEXT-%012zu|", i);
+    /* 32-byte records "LITETX-PLAINTEXT-<offset>|": the offset fits 12 digits (i < 10^12),
+     * which the compiler cannot see, so each record is formatted whole and then copied. */
+    char rec[48];
+    for (size_t i = 0; i < n; i += 32) {
+        int k = snprintf(rec, sizeof(rec), "LITETX-PLAINTEXT-%012zu|", i);
+        size_t m = n - i < 32 ? n - i : 32;
+        memset(b + i, 0, m);
+        memcpy(b + i, rec, (size_t)k < m ? (size_t)k : m);
+    }
 }
 
 int main(int argc, char **argv)

@@ -970,6 +970,9 @@ static const struct lite_core_upcalls g_inner_up = {
 
 /* ---- the ops ---- */
 
+/* The longest reason nccl_probe gives: its prefix and w, or g_nc_why. */
+#define NC_PROBE_WHY (sizeof("no CUDA device ()") + 300)
+
 static int nccl_probe(const struct lite_tp_env *env, char *why, size_t why_len)
 {
     (void)env; /* no variables of its own */
@@ -978,19 +981,14 @@ static int nccl_probe(const struct lite_tp_env *env, char *why, size_t why_len)
         snprintf(why, why_len, "no CUDA device (%s)", w);
         return -ENODEV;
     }
-    int rc = nc_api_get(w, sizeof(w));
-    if (rc) {
-        snprintf(why, why_len, "%s", w);
-        return rc;
-    }
-    return 0;
+    return nc_api_get(why, why_len);
 }
 
 static void nccl_close(struct lite_transport *t);
 
 static int nccl_open(const struct lite_transport_params *params, struct lite_transport **out)
 {
-    char why[200];
+    char why[NC_PROBE_WHY]; /* room for any reason nccl_probe gives, uncut */
     int rc = nccl_probe(params->env, why, sizeof(why));
     if (rc)
         return rc;

@@ -8,7 +8,10 @@
 # its header, and a file uses another module only through that header (a call into a module
 # needs its declarations, so the include graph is the call graph, less the public API of
 # include/litetx/ and the pointers lite_init sets in the context). The check derives the graph
-# of modules from the #include "..." lines of src/core and src/support and fails:
+# of modules from the #include "..." lines of src/core and src/support, adds the calls the
+# includes cannot show (a call of a function declared LITE_API in include/litetx/litetx.h is a
+# use of the module whose file defines it: a module below the public calls that calls one is
+# listed below a module it uses), and fails:
 #   - on a file of src/core or src/support that no module lists, or a listed file that is gone;
 #   - on a cycle between modules, printed as a -> b -> ... -> a with the includes that make it;
 #   - on a module that includes one listed above it (the list must say the order as it is).
@@ -71,6 +74,15 @@ FILENAME ~ /HACKING\.md$/ {
     }
     next
 }
+# The public API: every function declared LITE_API.
+FILENAME ~ /include\/litetx\/litetx\.h$/ {
+    if (match($0, /^LITE_API[^(]*[^A-Za-z0-9_]lite_[A-Za-z0-9_]+\(/)) {
+        fn = substr($0, RSTART, RLENGTH - 1)
+        sub(/.*[^A-Za-z0-9_]/, "", fn)
+        public[fn] = 1
+    }
+    next
+}
 # Every source file: its module, and its includes of other modules.
 FNR == 1 {
     file = FILENAME
@@ -89,7 +101,38 @@ FNR == 1 {
         why[a, b] = file " includes " inc
     edge[a, b] = 1
 }
+# Calls of lite_* functions, outside comments and strings; a LITE_API line defines its name.
+(file in owner) && $0 !~ /^[ \t]*(\*|\/\*|\/\/|#)/ {
+    line = $0
+    gsub(/"([^"\\]|\\.)*"/, "\"\"", line)
+    sub(/\/\*.*/, "", line)
+    sub(/\/\/.*/, "", line)
+    if (line ~ /^LITE_API/ && match(line, /[^A-Za-z0-9_]lite_[A-Za-z0-9_]+\(/)) {
+        fn = substr(line, RSTART + 1, RLENGTH - 2)
+        defined[fn] = owner[file]
+        line = substr(line, RSTART + RLENGTH)
+    }
+    while (match(line, /(^|[^A-Za-z0-9_])lite_[A-Za-z0-9_]+[ \t]*\(/)) {
+        fn = substr(line, RSTART, RLENGTH)
+        sub(/^[^l]*/, "", fn)
+        sub(/[ \t]*\($/, "", fn)
+        if (!((file, fn) in called))
+            called[file, fn] = 1
+        line = substr(line, RSTART + RLENGTH)
+    }
+}
 END {
+    for (k in called) {
+        split(k, ff, SUBSEP)
+        if (!(ff[2] in public) || !(ff[2] in defined))
+            continue
+        a = owner[ff[1]]; b = defined[ff[2]]
+        if (a == b)
+            continue
+        if (!((a, b) in edge))
+            why[a, b] = ff[1] " calls " ff[2] "() of the public API"
+        edge[a, b] = 1
+    }
     if (nmod == 0) {
         print "deps_check: no ```layers block in docs/HACKING.md"
         exit 1
@@ -120,4 +163,4 @@ END {
     printf "deps_check: %d modules, %d dependencies between them, all pointing down\n", nmod, n
 }
 ' sources="$(cd src && ls core/*.c core/*.h support/*.h | sed 's|.*/||' | tr '\n' ' ')" \
-    docs/HACKING.md src/core/*.c src/core/*.h src/support/*.h
+    docs/HACKING.md include/litetx/litetx.h src/core/*.c src/core/*.h src/support/*.h

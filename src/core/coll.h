@@ -235,4 +235,34 @@ int lite_coll_wait(struct lite_ctx *ctx, struct lite_request *req, int timeout_m
 int lite_coll_cancel(struct lite_ctx *ctx, struct lite_request *req);
 void lite_coll_fini(struct lite_ctx *ctx);
 
+/* The collectives on host buffers (coll_bcast.c, coll_allgather.c, coll_allreduce.c,
+ * coll_alltoall.c): the public calls of the same names without the "coll_" (dispatch.c), less
+ * their hand-off of device buffers to gpu_stage.c, which runs these on its bounce buffers. */
+int lite_coll_bcast(struct lite_ctx *ctx, void *buf, size_t count, int dtype, int root,
+                    int timeout_ms);
+int lite_coll_ibcast(struct lite_ctx *ctx, void *buf, size_t count, int dtype, int root,
+                     struct lite_request **req);
+int lite_coll_allgather(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                        int dtype, int timeout_ms);
+int lite_coll_iallgather(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                         int dtype, struct lite_request **req);
+int lite_coll_reduce_scatter(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf,
+                             size_t recvcount, int dtype, int op, int timeout_ms);
+int lite_coll_ireduce_scatter(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf,
+                              size_t recvcount, int dtype, int op, struct lite_request **req);
+int lite_coll_allreduce(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                        int dtype, int op, int timeout_ms);
+int lite_coll_iallreduce(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                         int dtype, int op, struct lite_request **req);
+int lite_coll_alltoall(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                       int dtype, int timeout_ms);
+int lite_coll_ialltoall(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                        int dtype, struct lite_request **req);
+int lite_coll_alltoallv(struct lite_ctx *ctx, const void *sendbuf, const size_t *sendcounts,
+                        const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                        const size_t *rdispls, int dtype, int timeout_ms);
+int lite_coll_ialltoallv(struct lite_ctx *ctx, const void *sendbuf, const size_t *sendcounts,
+                         const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                         const size_t *rdispls, int dtype, struct lite_request **req);
+
 #endif /* LITE_COLL_H */

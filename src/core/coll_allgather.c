@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_stage.h"
 #include "coll.h"
 
 static int ag_round(struct lite_coll_op *op, uint32_t t)
@@ -67,25 +66,21 @@ static int start(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t cou
     return rc;
 }
 
-LITE_API int lite_allgather(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
-                            int dtype, int timeout_ms)
+int lite_coll_allgather(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                        int dtype, int timeout_ms)
 {
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
-        return lite_stage_allgather(ctx, sendbuf, recvbuf, count, dtype, timeout_ms);
     struct lite_coll_op *op;
     int rc = start(ctx, sendbuf, recvbuf, count, dtype, &op);
     return op ? lite_coll_run(op, timeout_ms) : rc;
 }
 
-LITE_API int lite_iallgather(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
-                             int dtype, lite_request_t **req)
+int lite_coll_iallgather(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                         int dtype, struct lite_request **req)
 {
     if (ctx && !req) {
         ctx->coll_seq++;
         return lite_fail(ctx, -EINVAL, "iallgather: NULL request pointer");
     }
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
-        return lite_stage_iallgather(ctx, sendbuf, recvbuf, count, dtype, req);
     struct lite_coll_op *op;
     int rc = start(ctx, sendbuf, recvbuf, count, dtype, &op);
     if (!op)

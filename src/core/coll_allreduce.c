@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_stage.h"
 #include "coll.h"
 #include "reduce.h"
 
@@ -268,36 +267,28 @@ static int run_nonblocking(lite_ctx_t *ctx, int kind, const void *sendbuf, void 
     return lite_coll_to_request(op, req);
 }
 
-LITE_API int lite_allreduce(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
-                            int dtype, int op, int timeout_ms)
+int lite_coll_allreduce(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                        int dtype, int op, int timeout_ms)
 {
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
-        return lite_stage_allreduce(ctx, sendbuf, recvbuf, count, dtype, op, timeout_ms);
     return run_blocking(ctx, LITE_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, timeout_ms);
 }
 
-LITE_API int lite_iallreduce(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
-                             int dtype, int op, lite_request_t **req)
+int lite_coll_iallreduce(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                         int dtype, int op, struct lite_request **req)
 {
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
-        return lite_stage_iallreduce(ctx, sendbuf, recvbuf, count, dtype, op, req);
     return run_nonblocking(ctx, LITE_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, req);
 }
 
-LITE_API int lite_reduce_scatter(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf,
-                                 size_t recvcount, int dtype, int op, int timeout_ms)
+int lite_coll_reduce_scatter(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf,
+                             size_t recvcount, int dtype, int op, int timeout_ms)
 {
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
-        return lite_stage_reduce_scatter(ctx, sendbuf, recvbuf, recvcount, dtype, op, timeout_ms);
     return run_blocking(ctx, LITE_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op,
                         timeout_ms);
 }
 
-LITE_API int lite_ireduce_scatter(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf,
-                                  size_t recvcount, int dtype, int op, lite_request_t **req)
+int lite_coll_ireduce_scatter(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf,
+                              size_t recvcount, int dtype, int op, struct lite_request **req)
 {
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
-        return lite_stage_ireduce_scatter(ctx, sendbuf, recvbuf, recvcount, dtype, op, req);
     return run_nonblocking(ctx, LITE_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op,
                            req);
 }

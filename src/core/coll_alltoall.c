@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_stage.h"
 #include "coll.h"
 
 /* op->v = [scounts | sdispls | rcounts | rdispls], n entries each, in elements. */
@@ -147,24 +146,19 @@ static int start(lite_ctx_t *ctx, int kind, const void *sendbuf, const size_t *s
     return rc;
 }
 
-LITE_API int lite_alltoall(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
-                           int dtype, int timeout_ms)
+int lite_coll_alltoall(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                       int dtype, int timeout_ms)
 {
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
-        return lite_stage_alltoall(ctx, sendbuf, recvbuf, count, dtype, timeout_ms);
     struct lite_coll_op *op;
     int rc =
         start(ctx, LITE_COLL_ALLTOALL, sendbuf, NULL, NULL, recvbuf, NULL, NULL, count, dtype, &op);
     return op ? lite_coll_run(op, timeout_ms) : rc;
 }
 
-LITE_API int lite_alltoallv(lite_ctx_t *ctx, const void *sendbuf, const size_t *sendcounts,
-                            const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
-                            const size_t *rdispls, int dtype, int timeout_ms)
+int lite_coll_alltoallv(struct lite_ctx *ctx, const void *sendbuf, const size_t *sendcounts,
+                        const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                        const size_t *rdispls, int dtype, int timeout_ms)
 {
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
-        return lite_stage_alltoallv(ctx, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls,
-                                    dtype, timeout_ms);
     struct lite_coll_op *op;
     int rc = start(ctx, LITE_COLL_ALLTOALLV, sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
                    rdispls, 0, dtype, &op);
@@ -187,22 +181,17 @@ static int nonblocking(lite_ctx_t *ctx, int kind, const void *sendbuf, const siz
     return rc ? lite_coll_run(op, 0) : lite_coll_to_request(op, req);
 }
 
-LITE_API int lite_ialltoall(lite_ctx_t *ctx, const void *sendbuf, void *recvbuf, size_t count,
-                            int dtype, lite_request_t **req)
+int lite_coll_ialltoall(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                        int dtype, struct lite_request **req)
 {
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
-        return lite_stage_ialltoall(ctx, sendbuf, recvbuf, count, dtype, req);
     return nonblocking(ctx, LITE_COLL_ALLTOALL, sendbuf, NULL, NULL, recvbuf, NULL, NULL, count,
                        dtype, req);
 }
 
-LITE_API int lite_ialltoallv(lite_ctx_t *ctx, const void *sendbuf, const size_t *sendcounts,
-                             const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
-                             const size_t *rdispls, int dtype, lite_request_t **req)
+int lite_coll_ialltoallv(struct lite_ctx *ctx, const void *sendbuf, const size_t *sendcounts,
+                         const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                         const size_t *rdispls, int dtype, struct lite_request **req)
 {
-    if (ctx && lite_stage_coll_dev(sendbuf, recvbuf))
-        return lite_stage_ialltoallv(ctx, sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
-                                     rdispls, dtype, req);
     return nonblocking(ctx, LITE_COLL_ALLTOALLV, sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
                        rdispls, 0, dtype, req);
 }

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_stage.h"
 #include "coll.h"
 
 #define PIPE_WINDOW 4
@@ -98,25 +97,21 @@ static int start(lite_ctx_t *ctx, void *buf, size_t count, int dtype, int root,
     return rc;
 }
 
-LITE_API int lite_bcast(lite_ctx_t *ctx, void *buf, size_t count, int dtype, int root,
-                        int timeout_ms)
+int lite_coll_bcast(struct lite_ctx *ctx, void *buf, size_t count, int dtype, int root,
+                    int timeout_ms)
 {
-    if (ctx && lite_stage_coll_dev(buf, NULL))
-        return lite_stage_bcast(ctx, buf, count, dtype, root, timeout_ms);
     struct lite_coll_op *op;
     int rc = start(ctx, buf, count, dtype, root, &op);
     return op ? lite_coll_run(op, timeout_ms) : rc;
 }
 
-LITE_API int lite_ibcast(lite_ctx_t *ctx, void *buf, size_t count, int dtype, int root,
-                         lite_request_t **req)
+int lite_coll_ibcast(struct lite_ctx *ctx, void *buf, size_t count, int dtype, int root,
+                     struct lite_request **req)
 {
     if (ctx && !req) {
         ctx->coll_seq++;
         return lite_fail(ctx, -EINVAL, "ibcast: NULL request pointer");
     }
-    if (ctx && lite_stage_coll_dev(buf, NULL))
-        return lite_stage_ibcast(ctx, buf, count, dtype, root, req);
     struct lite_coll_op *op;
     int rc = start(ctx, buf, count, dtype, root, &op);
     if (!op)

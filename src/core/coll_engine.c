@@ -36,7 +36,6 @@
 #include <string.h>
 
 #include "coll.h"
-#include "gpu_stage.h"
 #include "match.h"
 #include "post.h"
 #include "progress.h"
@@ -825,7 +824,7 @@ static int finish_request(struct lite_ctx *ctx, struct lite_request *req, lite_s
     struct lite_coll_op *op = req->coll;
     int err = op->error;
     if (req->stage) /* device buffers: the result leaves the bounce buffer before "done" */
-        lite_stage_coll_end(req, err);
+        ctx->stage_coll_end(req, err); /* gpu_stage.c, installed by lite_init */
     if (status) {
         status->peer = -1;
         status->tag = req->tag;

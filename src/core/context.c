@@ -195,6 +195,7 @@ LITE_API int lite_init(const lite_config_t *cfg, lite_ctx_t **out)
     ctx->up = &lite_core_upcalls;
     ctx->peer_fail_run = lite_peer_fail_run;
     ctx->stage_end = lite_stage_req_end;
+    ctx->stage_coll_end = lite_stage_coll_end;
     lite_env_error_reset();
     int rc = lite_settings_resolve(cfg, env_lookup, NULL, &ctx->s, why, sizeof(why));
     if (rc) {

@@ -201,6 +201,8 @@ struct lite_ctx {
     const struct lite_core_upcalls *up;          /* upcall.c's table (rma_emu.c completes ops) */
     void (*peer_fail_run)(struct lite_ctx *ctx); /* upcall.c: deferred failures (progress.c) */
     void (*stage_end)(struct lite_request *r);   /* gpu_stage.c: a staged request ends */
+    /* gpu_stage.c: a staged collective's request ends (coll_engine.c) */
+    void (*stage_coll_end)(struct lite_request *r, int err);
     /* Rendezvous sends writing a device buffer chunk by chunk as its copies land: progress.c
      * polls them through pipe_poll (rndv.c, set when the first starts). pipe_next: the pipe
      * gpu_stage.c hands to the send it is posting (taken by lite_rndv_send). */

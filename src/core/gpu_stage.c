@@ -12,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll.h"
 #include "ctx.h"
 #include "match.h"
+#include "p2p.h"
 #include "post.h"
 #include "request.h"
 #include "gpu.h"
@@ -283,7 +285,7 @@ int lite_stage_send(struct lite_ctx *ctx, int peer, uint64_t tag, const void *bu
             return stage_fail(ctx, rc, "send");
         }
         ctx->pipe_next = p; /* taken by the rendezvous of this send (rndv.c) */
-        rc = lite_send(ctx, peer, tag, b, len, timeout_ms);
+        rc = lite_p2p_send(ctx, peer, tag, b, len, timeout_ms);
         ctx->pipe_next = NULL;
         pipe_free(p); /* a withdrawn send never writes: the pipe is no longer used */
         if (rc != -ETIMEDOUT)
@@ -297,7 +299,7 @@ int lite_stage_send(struct lite_ctx *ctx, int peer, uint64_t tag, const void *bu
         lite_stage_put(b);
         return stage_fail(ctx, rc, "send");
     }
-    rc = lite_send(ctx, peer, tag, b, len, timeout_ms);
+    rc = lite_p2p_send(ctx, peer, tag, b, len, timeout_ms);
     if (rc != -ETIMEDOUT) /* after a timeout the backend may still read it: leak, never reuse */
         lite_stage_put(b);
     return rc;
@@ -311,7 +313,7 @@ int lite_stage_recv(struct lite_ctx *ctx, int peer, uint64_t tag, void *buf, siz
     int rc = lite_stage_get(len, &b);
     if (rc)
         return stage_fail(ctx, rc, "recv");
-    rc = lite_recv(ctx, peer, tag, b, len, &got, timeout_ms);
+    rc = lite_p2p_recv(ctx, peer, tag, b, len, &got, timeout_ms);
     if (rc == 0) {
         int crc = copy_any(buf, b, got);
         if (crc)
@@ -439,8 +441,7 @@ bool lite_stage_coll_dev(const void *sendbuf, const void *recvbuf)
     return lite_stage_is_dev(sendbuf) || lite_stage_is_dev(recvbuf);
 }
 
-/* Arguments the host collective would refuse, refused here before any staging (calling it with
- * the device buffers would come back here). */
+/* Arguments the host collective would refuse, refused here before any staging. */
 static int bad_args(struct lite_ctx *ctx, const char *what, int dtype)
 {
     ctx->coll_seq++; /* as the host collectives count a call refused at its start */
@@ -528,7 +529,7 @@ static int ar_segment(void *arg, void *host, size_t first, size_t n)
     struct ar_work *w = arg;
     (void)first;
     int ms = w->infinite ? LITE_TIMEOUT_INFINITE : lite_ms_left(w->deadline, INT_MAX);
-    return lite_allreduce(w->ctx, LITE_IN_PLACE, host, n, w->dtype, w->op, ms);
+    return lite_coll_allreduce(w->ctx, LITE_IN_PLACE, host, n, w->dtype, w->op, ms);
 }
 
 int lite_stage_allreduce(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
@@ -594,7 +595,7 @@ int lite_stage_reduce_scatter(struct lite_ctx *ctx, const void *sendbuf, void *r
     if (rc)
         return bufs_end(&sb, stage_fail(ctx, rc, "reduce_scatter"));
     unsigned char *h = sb.b[0];
-    rc = lite_reduce_scatter(ctx, LITE_IN_PLACE, h, recvcount, dtype, op, timeout_ms);
+    rc = lite_coll_reduce_scatter(ctx, LITE_IN_PLACE, h, recvcount, dtype, op, timeout_ms);
     if (!rc && (rc = copy_any(out, h + (size_t)me * recvcount * es, recvcount * es)))
         rc = stage_fail(ctx, rc, "reduce_scatter");
     return bufs_end(&sb, rc);
@@ -613,7 +614,7 @@ int lite_stage_bcast(struct lite_ctx *ctx, void *buf, size_t count, int dtype, i
     bool am_root = root == ctx->s.rank;
     if (am_root && (rc = copy_any(sb.b[0], buf, count * es)))
         return bufs_end(&sb, stage_fail(ctx, rc, "bcast"));
-    rc = lite_bcast(ctx, sb.b[0], count, dtype, root, timeout_ms);
+    rc = lite_coll_bcast(ctx, sb.b[0], count, dtype, root, timeout_ms);
     if (!rc && !am_root && (rc = copy_any(buf, sb.b[0], count * es)))
         rc = stage_fail(ctx, rc, "bcast");
     return bufs_end(&sb, rc);
@@ -636,7 +637,7 @@ int lite_stage_allgather(struct lite_ctx *ctx, const void *sendbuf, void *recvbu
     unsigned char *h = sb.b[0];
     if ((rc = copy_any(h + (size_t)me * blk, in, blk)))
         return bufs_end(&sb, stage_fail(ctx, rc, "allgather"));
-    rc = lite_allgather(ctx, LITE_IN_PLACE, h, count, dtype, timeout_ms);
+    rc = lite_coll_allgather(ctx, LITE_IN_PLACE, h, count, dtype, timeout_ms);
     if (!rc && (rc = copy_any(recvbuf, h, (size_t)n * blk)))
         rc = stage_fail(ctx, rc, "allgather");
     return bufs_end(&sb, rc);
@@ -655,7 +656,7 @@ int lite_stage_alltoall(struct lite_ctx *ctx, const void *sendbuf, void *recvbuf
         return rc;
     if ((rc = copy_any(sb.b[0], sendbuf, total)))
         return bufs_end(&sb, stage_fail(ctx, rc, "alltoall"));
-    rc = lite_alltoall(ctx, sb.b[0], sb.b[1], count, dtype, timeout_ms);
+    rc = lite_coll_alltoall(ctx, sb.b[0], sb.b[1], count, dtype, timeout_ms);
     if (!rc && (rc = copy_any(recvbuf, sb.b[1], total)))
         rc = stage_fail(ctx, rc, "alltoall");
     return bufs_end(&sb, rc);
@@ -704,8 +705,8 @@ int lite_stage_alltoallv(struct lite_ctx *ctx, const void *sendbuf, const size_t
         return rc;
     if ((rc = copy_any(sb.b[0], sendbuf, sext * es)))
         return bufs_end(&sb, stage_fail(ctx, rc, "alltoallv"));
-    rc = lite_alltoallv(ctx, sb.b[0], sendcounts, sdispls, sb.b[1], recvcounts, rdispls, dtype,
-                        timeout_ms);
+    rc = lite_coll_alltoallv(ctx, sb.b[0], sendcounts, sdispls, sb.b[1], recvcounts, rdispls, dtype,
+                             timeout_ms);
     /* only the received segments go back: the gaps between them are the caller's */
     for (int p = 0; !rc && p < n; p++) {
         size_t off = rdispls[p] * es, len = recvcounts[p] * es;
@@ -737,7 +738,7 @@ static int attach_segs(struct lite_ctx *ctx, int rc, struct lite_request **req,
         return 0;
     }
     /* the collective runs: wait for it, then copy (rare: out of memory) */
-    rc = lite_wait(ctx, *req, LITE_TIMEOUT_DEFAULT, NULL);
+    rc = lite_coll_wait(ctx, *req, LITE_TIMEOUT_DEFAULT, NULL);
     *req = NULL;
     for (int i = 0; !rc && dst && i < (nseg ? nseg : 1); i++) {
         size_t off = nseg ? displs[i] * es : 0, n = nseg ? counts[i] * es : len;
@@ -768,7 +769,7 @@ int lite_stage_iallreduce(struct lite_ctx *ctx, const void *sendbuf, void *recvb
         ctx->coll_seq++;
         return bufs_end(&sb, stage_fail(ctx, rc, "iallreduce"));
     }
-    rc = lite_iallreduce(ctx, LITE_IN_PLACE, sb.b[0], count, dtype, op, req);
+    rc = lite_coll_iallreduce(ctx, LITE_IN_PLACE, sb.b[0], count, dtype, op, req);
     return attach(ctx, rc, req, &sb, recvbuf, sb.b[0], count * es);
 }
 
@@ -792,7 +793,7 @@ int lite_stage_ireduce_scatter(struct lite_ctx *ctx, const void *sendbuf, void *
         return bufs_end(&sb, stage_fail(ctx, rc, "ireduce_scatter"));
     }
     unsigned char *h = sb.b[0];
-    rc = lite_ireduce_scatter(ctx, LITE_IN_PLACE, h, recvcount, dtype, op, req);
+    rc = lite_coll_ireduce_scatter(ctx, LITE_IN_PLACE, h, recvcount, dtype, op, req);
     return attach(ctx, rc, req, &sb, out, h + (size_t)me * recvcount * es, recvcount * es);
 }
 
@@ -811,7 +812,7 @@ int lite_stage_ibcast(struct lite_ctx *ctx, void *buf, size_t count, int dtype, 
         ctx->coll_seq++;
         return bufs_end(&sb, stage_fail(ctx, rc, "ibcast"));
     }
-    rc = lite_ibcast(ctx, sb.b[0], count, dtype, root, req);
+    rc = lite_coll_ibcast(ctx, sb.b[0], count, dtype, root, req);
     return attach(ctx, rc, req, &sb, am_root ? NULL : buf, sb.b[0], count * es);
 }
 
@@ -834,7 +835,7 @@ int lite_stage_iallgather(struct lite_ctx *ctx, const void *sendbuf, void *recvb
         ctx->coll_seq++;
         return bufs_end(&sb, stage_fail(ctx, rc, "iallgather"));
     }
-    rc = lite_iallgather(ctx, LITE_IN_PLACE, h, count, dtype, req);
+    rc = lite_coll_iallgather(ctx, LITE_IN_PLACE, h, count, dtype, req);
     return attach(ctx, rc, req, &sb, recvbuf, h, (size_t)n * blk);
 }
 
@@ -853,7 +854,7 @@ int lite_stage_ialltoall(struct lite_ctx *ctx, const void *sendbuf, void *recvbu
         ctx->coll_seq++;
         return bufs_end(&sb, stage_fail(ctx, rc, "ialltoall"));
     }
-    rc = lite_ialltoall(ctx, sb.b[0], sb.b[1], count, dtype, req);
+    rc = lite_coll_ialltoall(ctx, sb.b[0], sb.b[1], count, dtype, req);
     return attach(ctx, rc, req, &sb, recvbuf, sb.b[1], total);
 }
 
@@ -873,8 +874,8 @@ int lite_stage_ialltoallv(struct lite_ctx *ctx, const void *sendbuf, const size_
         ctx->coll_seq++;
         return bufs_end(&sb, stage_fail(ctx, rc, "ialltoallv"));
     }
-    rc = lite_ialltoallv(ctx, sb.b[0], sendcounts, sdispls, sb.b[1], recvcounts, rdispls, dtype,
-                         req);
+    rc = lite_coll_ialltoallv(ctx, sb.b[0], sendcounts, sdispls, sb.b[1], recvcounts, rdispls,
+                              dtype, req);
     /* only the received segments go back at completion: the gaps between them are the caller's */
     return attach_segs(ctx, rc, req, &sb, recvbuf, sb.b[1], rext * es, ctx->s.world_size,
                        recvcounts, rdispls, es);

@@ -71,7 +71,7 @@ int lite_stage_pipeline(const struct lite_stage_io *io, void *const slots[2], vo
 int lite_stage_get(size_t n, void **out);
 void lite_stage_put(void *p);
 
-/* ---- the entry points of p2p.c and the collectives ---- */
+/* ---- the entry points of the public calls (dispatch.c) ---- */
 
 int lite_stage_send(struct lite_ctx *ctx, int peer, uint64_t tag, const void *buf, size_t len,
                     int timeout_ms);

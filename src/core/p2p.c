@@ -1,12 +1,12 @@
 /*
- * p2p.c - the public point-to-point calls: lite_isend, lite_irecv, lite_send, lite_recv,
- * lite_progress (device buffers go through gpu_stage.c), and what a blocking call does when it
- * times out. lite_test, lite_wait and lite_cancel, which collectives' requests share: wait.c.
+ * p2p.c - blocking sends and receives of host buffers (what lite_send and lite_recv run, and
+ * gpu_stage.c on its bounce buffers), what such a call does when it times out, lite_progress,
+ * and the end of point-to-point state. The public calls that take a buffer: dispatch.c;
+ * lite_test, lite_wait and lite_cancel, which collectives' requests share: wait.c.
  */
 #include <errno.h>
 #include <string.h>
 
-#include "gpu_stage.h"
 #include "match.h"
 #include "p2p.h"
 #include "post.h"
@@ -19,28 +19,6 @@
         if (!(ctx))                                                                                \
             return -EINVAL;                                                                        \
     } while (0)
-
-LITE_API int lite_isend(lite_ctx_t *ctx, int peer, uint64_t tag, const void *buf, size_t len,
-                        lite_request_t **req)
-{
-    CHECK_CTX(ctx);
-    if (!req)
-        return lite_fail(ctx, -EINVAL, "isend: NULL request pointer");
-    if (lite_stage_msg_dev(ctx, buf))
-        return lite_stage_isend(ctx, peer, tag, buf, len, req);
-    return lite_post_send(ctx, LITE_CHAN_USER, peer, tag, buf, len, req);
-}
-
-LITE_API int lite_irecv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size_t len,
-                        lite_request_t **req)
-{
-    CHECK_CTX(ctx);
-    if (!req)
-        return lite_fail(ctx, -EINVAL, "irecv: NULL request pointer");
-    if (lite_stage_msg_dev(ctx, buf))
-        return lite_stage_irecv(ctx, peer, tag, buf, len, req);
-    return lite_post_recv(ctx, LITE_CHAN_USER, peer, tag, buf, len, req);
-}
 
 /* A blocking send or receive timed out. The caller's buffer must be theirs again when the call
  * returns: withdraw what has not started; what is moving bytes is waited for (bounded by the
@@ -72,12 +50,10 @@ static int give_up(struct lite_ctx *ctx, struct lite_request *r, lite_status_t *
     return rc;
 }
 
-LITE_API int lite_send(lite_ctx_t *ctx, int peer, uint64_t tag, const void *buf, size_t len,
-                       int timeout_ms)
+int lite_p2p_send(struct lite_ctx *ctx, int peer, uint64_t tag, const void *buf, size_t len,
+                  int timeout_ms)
 {
     CHECK_CTX(ctx);
-    if (lite_stage_msg_dev(ctx, buf))
-        return lite_stage_send(ctx, peer, tag, buf, len, timeout_ms);
     int rc = lite_send_check(ctx, LITE_CHAN_USER, peer, tag, buf, len);
     if (rc)
         return rc;
@@ -101,14 +77,13 @@ LITE_API int lite_send(lite_ctx_t *ctx, int peer, uint64_t tag, const void *buf,
     return rc;
 }
 
-LITE_API int lite_recv(lite_ctx_t *ctx, int peer, uint64_t tag, void *buf, size_t len,
-                       size_t *received, int timeout_ms)
+int lite_p2p_recv(struct lite_ctx *ctx, int peer, uint64_t tag, void *buf, size_t len,
+                  size_t *received, int timeout_ms)
 {
     lite_request_t *r;
     lite_status_t st = {0};
-    if (ctx && lite_stage_msg_dev(ctx, buf))
-        return lite_stage_recv(ctx, peer, tag, buf, len, received, timeout_ms);
-    int rc = lite_irecv(ctx, peer, tag, buf, len, &r);
+    CHECK_CTX(ctx);
+    int rc = lite_post_recv(ctx, LITE_CHAN_USER, peer, tag, buf, len, &r);
     if (rc)
         return rc;
     rc = lite_request_wait(ctx, r, timeout_ms, &st);

@@ -472,6 +472,8 @@ static void rx_fail(struct lite_tls_conn *c, uint8_t desc, const char *why)
         send_alert(c, desc);
 }
 
+static void rl_content(struct lite_tls_conn *c, uint8_t type, size_t n);
+
 /* Open the complete record at in + in_lo (body bytes after its header) into pt. */
 static void rl_open(struct lite_tls_conn *c, size_t body)
 {
@@ -506,6 +508,13 @@ static void rl_open(struct lite_tls_conn *c, size_t body)
         rx_fail(c, SSL_AD_RECORD_OVERFLOW, "a record longer than 2^14 bytes");
         return;
     }
+    rl_content(c, type, n);
+}
+
+/* The authenticated content pt[0, n) of a record of this type: application data to be read, or
+ * an alert or KeyUpdate acted on. */
+static void rl_content(struct lite_tls_conn *c, uint8_t type, size_t n)
+{
     if (type == CT_APPDATA) {
         c->pt_lo = 0;
         c->pt_hi = n;
@@ -535,6 +544,62 @@ static void rl_open(struct lite_tls_conn *c, size_t body)
     } else {
         rx_fail(c, SSL_AD_UNEXPECTED_MESSAGE, "an unexpected record after the handshake");
     }
+}
+
+/*
+ * Open the complete record at in + in_lo straight into dst, which has room for all of its
+ * plaintext but the last byte (clen - 1 bytes: without padding, the whole content). The last
+ * byte (the content type, or padding) goes to a scratch byte. Nothing is readable before the tag
+ * checks out; a bad tag wipes the clen - 1 bytes just written to zeros, so no unauthenticated
+ * byte stays in dst. Returns the application data bytes now in dst (0 for any other record,
+ * whose content moves to pt, or on a failure).
+ */
+static size_t rl_open_direct(struct lite_tls_conn *c, size_t body, uint8_t *dst)
+{
+    struct rl_dir *d = &c->rx;
+    uint8_t *rec = c->in + c->in_lo, nonce[12], last[2] = {0, 0}; /* [1]: Final's (empty) output */
+    size_t clen = body - REC_TAG, m = clen - 1;
+    int l;
+    c->in_lo += REC_HDR + body;
+    dir_nonce(d, nonce);
+    d->seq++;
+    EVP_CIPHER_CTX *x = d->ctx;
+    if (EVP_DecryptInit_ex(x, NULL, NULL, NULL, nonce) != 1 ||
+        EVP_DecryptUpdate(x, NULL, &l, rec, REC_HDR) != 1 ||
+        EVP_DecryptUpdate(x, dst, &l, rec + REC_HDR, (int)m) != 1 ||
+        EVP_DecryptUpdate(x, last, &l, rec + REC_HDR + m, 1) != 1 ||
+        EVP_CIPHER_CTX_ctrl(x, EVP_CTRL_AEAD_SET_TAG, REC_TAG, rec + REC_HDR + clen) != 1 ||
+        EVP_DecryptFinal_ex(x, last + 1, &l) != 1) {
+        ERR_clear_error();
+        OPENSSL_cleanse(dst, m); /* zeros, not bytes derived from a forged ciphertext */
+        OPENSSL_cleanse(last, sizeof(last));
+        rx_fail(c, SSL_AD_BAD_RECORD_MAC, "decryption failed or bad record mac");
+        return 0;
+    }
+    size_t n = m;
+    uint8_t type = last[0];
+    if (!type) { /* padding: the type is the last nonzero byte in dst; it becomes 0 there */
+        while (n && dst[n - 1] == 0)
+            n--;
+        if (!n) {
+            rx_fail(c, SSL_AD_UNEXPECTED_MESSAGE, "a record without a content type");
+            return 0;
+        }
+        type = dst[--n];
+        dst[n] = 0;
+    }
+    if (n > REC_MAX) {
+        OPENSSL_cleanse(dst, m);
+        rx_fail(c, SSL_AD_RECORD_OVERFLOW, "a record longer than 2^14 bytes");
+        return 0;
+    }
+    if (type == CT_APPDATA)
+        return n;
+    /* A padded alert or KeyUpdate: handled from pt, as any small record; dst keeps none of it. */
+    memcpy(c->pt, dst, n);
+    OPENSSL_cleanse(dst, m);
+    rl_content(c, type, n);
+    return 0;
 }
 
 /* Does in hold a complete record? Its body length in *body; a malformed header fails the read
@@ -581,7 +646,13 @@ static ssize_t rl_read(struct lite_tls_conn *c, void *buf, size_t len)
         if (c->rx_err)
             break;
         if (rl_record_ready(c, &body)) {
-            rl_open(c, body);
+            /* A record whose whole plaintext fits the rest of the destination, large enough
+             * that a second pass over it costs: decrypted in place, not into pt and copied. */
+            size_t m = body - REC_TAG - 1;
+            if (m >= LITE_TLS_DIRECT_MIN && m <= len - got)
+                got += rl_open_direct(c, body, (uint8_t *)buf + got);
+            else
+                rl_open(c, body);
             continue;
         }
         if (got || c->rx_err)

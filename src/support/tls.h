@@ -26,6 +26,10 @@
 #include "litetx/transport.h"
 
 #define LITE_TLS_TX_CHUNK (256u * 1024) /* plaintext encrypted per batch of records */
+/* A record with at least this much plaintext that fits the rest of a read's buffer is decrypted
+ * straight into it (its tag checked before the read returns; a bad one leaves zeros there);
+ * smaller ones are opened into the connection's record buffer and copied. */
+#define LITE_TLS_DIRECT_MIN 4096u
 
 struct lite_tls;      /* credentials and protocol settings (an SSL_CTX) */
 struct lite_tls_conn; /* one session on one socket */

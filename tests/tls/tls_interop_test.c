@@ -15,7 +15,14 @@
  *   - the peer's stream ends without close_notify: the library's read fails (EPROTO, truncated)
  *     after the bytes that came, never a clean end;
  *   - a relay that flips one byte of the peer's second record: the library places the first
- *     record and not one byte more, its read fails with EPROTO, and the peer gets an alert;
+ *     record and not one byte more, its read fails with EPROTO, and the peer gets an alert.
+ *     Read with room for 1 MiB, the flipped record is decrypted in place (tls.c's direct path):
+ *     its bytes in the buffer must be zeros, not bytes derived from the altered ciphertext, and
+ *     nothing after it touched; read 3000 bytes at a time (through the record buffer), not one
+ *     byte of it or after it may be touched;
+ *   - the peer pads every record by up to 5000 bytes (RFC 8446 5.4): large padded records are
+ *     decrypted in place with their content type inside the destination, small reads take the
+ *     same records through the record buffer, the padded KeyUpdate is still acted on;
  *   - a record body of 2^14 + 256 bytes (the limit: it fails its tag, bad_record_mac) and one
  *     byte longer (record_overflow), written raw by the peer: the alert the peer gets.
  * Built twice (tests/tls/CMakeLists.txt): as the library is, and with KEY_UPDATE_RECORDS=2, so
@@ -108,6 +115,7 @@ struct peer {
     int fd;
     bool client, ca, tamper;
     size_t wsz;
+    size_t pad; /* > 0: padding added to each record (as much as the record has room for) */
     /* > 0: after the handshake, a record header of this body length and as many bytes of
      * garbage, straight to the socket; the alert (OpenSSL's reason) the library must answer */
     size_t raw_body;
@@ -127,6 +135,12 @@ static void peer_msg(int write_p, int version, int type, const void *buf, size_t
         atomic_fetch_add(&p->ku_seen, 1);
 }
 
+static size_t peer_pad(SSL *s, int type, size_t len, void *arg)
+{
+    (void)s, (void)type, (void)len;
+    return ((struct peer *)arg)->pad; /* OpenSSL keeps the record within 2^14 + 1 */
+}
+
 static SSL_CTX *peer_ctx(struct peer *p)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_method());
@@ -136,6 +150,10 @@ static SSL_CTX *peer_ctx(struct peer *p)
     SSL_CTX_set_num_tickets(ctx, 0);
     SSL_CTX_set_msg_callback(ctx, peer_msg);
     SSL_CTX_set_msg_callback_arg(ctx, p);
+    if (p->pad) {
+        SSL_CTX_set_record_padding_callback(ctx, peer_pad);
+        SSL_CTX_set_record_padding_callback_arg(ctx, p);
+    }
     if (p->ca) {
         char cert[512], key[512], ca[512];
         snprintf(cert, sizeof(cert), "%s/rank1.pem", certdir);
@@ -339,15 +357,17 @@ static int lib_open(bool ca, struct lite_tls **tls)
     return 0;
 }
 
-/* Read until the end or an error: 0 at the end, else -errno; *got the bytes placed. */
+/* Read until the end or an error, at most piece bytes per read (0: all that is left): 0 at the
+ * end, else -errno; *got the bytes placed. */
 static int lib_read_until_end(struct lite_tls_conn *c, int fd, uint8_t *buf, size_t len,
-                              size_t *got)
+                              size_t piece, size_t *got)
 {
     int64_t dl = deadline();
     *got = 0;
     while (lite_now_ns() < dl) {
         bool ww;
-        ssize_t n = lite_tls_read(c, buf + *got, len - *got, &ww);
+        size_t want = piece && piece < len - *got ? piece : len - *got;
+        ssize_t n = lite_tls_read(c, buf + *got, want, &ww);
         if (n > 0) {
             *got += (size_t)n;
             continue;
@@ -362,8 +382,10 @@ static int lib_read_until_end(struct lite_tls_conn *c, int fd, uint8_t *buf, siz
     return -ETIMEDOUT;
 }
 
-static int run_case(bool lib_client, bool ca, size_t wsz, bool tamper, size_t raw_body,
-                    int alert_reason, const char *why_want, bool truncate)
+/* tamper: 0 none, 1 the flipped record read with room for it (in place), 2 read in pieces of
+ * 3000 bytes (through the record buffer). pad: the peer's padding per record. */
+static int run_case(bool lib_client, bool ca, size_t wsz, int tamper, size_t raw_body,
+                    int alert_reason, const char *why_want, bool truncate, size_t pad)
 {
     int a[2], b[2] = {-1, -1};
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, a) == 0, "socketpair");
@@ -378,8 +400,9 @@ static int run_case(bool lib_client, bool ca, size_t wsz, bool tamper, size_t ra
     struct peer p = {.fd = tamper ? b[1] : a[1],
                      .client = !lib_client,
                      .ca = ca,
-                     .tamper = tamper,
+                     .tamper = tamper != 0,
                      .wsz = wsz,
+                     .pad = pad,
                      .raw_body = raw_body,
                      .alert_reason = alert_reason,
                      .truncate = truncate,
@@ -401,7 +424,7 @@ static int run_case(bool lib_client, bool ca, size_t wsz, bool tamper, size_t ra
         fprintf(stderr, "FAILED: library handshake: %s\n", why);
     } else if (truncate) {
         size_t got;
-        int rc = lib_read_until_end(c, a[0], in, MIB, &got);
+        int rc = lib_read_until_end(c, a[0], in, MIB, 0, &got);
         if (rc != -EPROTO || got != EARLY || memcmp(in, want, EARLY) || !lite_tls_truncated(c) ||
             !strstr(lite_tls_error(), "without close_notify"))
             fprintf(stderr,
@@ -411,25 +434,30 @@ static int run_case(bool lib_client, bool ca, size_t wsz, bool tamper, size_t ra
             ret = 0;
     } else if (raw_body) {
         size_t got;
-        int rc = lib_read_until_end(c, a[0], in, MIB, &got);
+        int rc = lib_read_until_end(c, a[0], in, MIB, 0, &got);
         if (rc != -EPROTO || got || !strstr(lite_tls_error(), why_want))
             fprintf(stderr, "FAILED: a %zu-byte record body: read -> %d (%s), %zu bytes placed\n",
                     raw_body, rc, lite_tls_error(), got);
         else
             ret = 0;
     } else if (tamper) {
-        /* The first record is placed, nothing of the flipped one or after it. */
+        /* The first record is placed, nothing of the flipped one or after it: in place, the
+         * flipped record's bytes are zeros (its last byte, the content type, never goes
+         * there); through the record buffer they are untouched. */
         memset(in, 0xee, MIB);
         size_t got;
-        int rc = lib_read_until_end(c, a[0], in, MIB, &got);
+        int rc = lib_read_until_end(c, a[0], in, MIB, tamper == 2 ? 3000 : 0, &got);
         bool untouched = true;
-        for (size_t i = got; i < 2 * 16384; i++)
-            untouched = untouched && in[i] == 0xee;
+        for (size_t i = got; i < 3 * 16384; i++) {
+            uint8_t w = tamper == 1 && i >= 16384 && i < 2 * 16384 ? 0 : 0xee;
+            untouched = untouched && in[i] == w;
+        }
         if (rc != -EPROTO || got != 16384 || memcmp(in, want, got) || !untouched)
             fprintf(stderr,
-                    "FAILED: flipped byte: read -> %d (%s), %zu bytes placed (want -EPROTO, "
-                    "16384, the rest untouched: %s)\n",
-                    rc, lite_tls_error(), got, untouched ? "yes" : "no");
+                    "FAILED: flipped byte (%s): read -> %d (%s), %zu bytes placed (want -EPROTO, "
+                    "16384, the flipped record %s, the rest untouched: %s)\n",
+                    tamper == 1 ? "in place" : "through the record buffer", rc, lite_tls_error(),
+                    got, tamper == 1 ? "zeros" : "untouched", untouched ? "yes" : "no");
         else
             ret = 0;
     } else {
@@ -506,17 +534,24 @@ int main(int argc, char **argv)
     static const size_t sizes[] = {32720, 70000, 16362};
     for (int client = 1; client >= 0; client--) {
         for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-            int rc = run_case(client, false, sizes[i], false, 0, 0, NULL, false);
+            int rc = run_case(client, false, sizes[i], 0, 0, 0, NULL, false, 0);
             printf("%s psk, library as %s, pieces of %zu bytes\n", rc ? "FAILED" : "ok",
                    client ? "client" : "server", sizes[i]);
             failures += rc != 0;
         }
-        int rc = run_case(client, false, 0, true, 0, 0, NULL, false);
-        printf("%s psk, library as %s, a flipped byte\n", rc ? "FAILED" : "ok",
-               client ? "client" : "server");
+        for (int how = 1; how <= 2; how++) {
+            int rc = run_case(client, false, 0, how, 0, 0, NULL, false, 0);
+            printf("%s psk, library as %s, a flipped byte (%s)\n", rc ? "FAILED" : "ok",
+                   client ? "client" : "server",
+                   how == 1 ? "in place: zeros" : "through the record buffer: untouched");
+            failures += rc != 0;
+        }
+        int rc = run_case(client, false, 70000, 0, 0, 0, NULL, false, 5000);
+        printf("%s psk, library as %s, pieces of 70000 bytes, records padded by up to 5000\n",
+               rc ? "FAILED" : "ok", client ? "client" : "server");
         failures += rc != 0;
         if (certdir) {
-            rc = run_case(client, true, 70000, false, 0, 0, NULL, false);
+            rc = run_case(client, true, 70000, 0, 0, 0, NULL, false, 0);
             printf("%s ca, library as %s, pieces of 70000 bytes\n", rc ? "FAILED" : "ok",
                    client ? "client" : "server");
             failures += rc != 0;
@@ -531,12 +566,12 @@ int main(int argc, char **argv)
     } raw[] = {{16640, SSL_AD_REASON_OFFSET + SSL_AD_BAD_RECORD_MAC, "bad record mac"},
                {16641, SSL_AD_REASON_OFFSET + SSL_AD_RECORD_OVERFLOW, "2^14 + 256"}};
     for (size_t i = 0; i < sizeof(raw) / sizeof(raw[0]); i++) {
-        int rc = run_case(true, false, 0, false, raw[i].body, raw[i].reason, raw[i].why, false);
+        int rc = run_case(true, false, 0, 0, raw[i].body, raw[i].reason, raw[i].why, false, 0);
         printf("%s psk, a record body of %zu bytes -> %s\n", rc ? "FAILED" : "ok", raw[i].body,
                raw[i].why);
         failures += rc != 0;
     }
-    int rc = run_case(false, false, 0, false, 0, 0, NULL, true);
+    int rc = run_case(false, false, 0, 0, 0, 0, NULL, true, 0);
     printf("%s psk, the end without close_notify -> an error\n", rc ? "FAILED" : "ok");
     failures += rc != 0;
 #if KEY_UPDATE_RECORDS == 2

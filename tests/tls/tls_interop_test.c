@@ -490,7 +490,7 @@ static int run_case(bool lib_client, bool ca, size_t wsz, int tamper, size_t raw
             goto done;
         }
         size_t got;
-        rc = lib_read_until_end(c, a[0], in, MIB, &got);
+        rc = lib_read_until_end(c, a[0], in, MIB, 0, &got);
         if (rc != 0 || got != 0) {
             fprintf(stderr, "FAILED: after the peer's close_notify: read -> %d (%s), %zu bytes\n",
                     rc, lite_tls_error(), got);

@@ -3,9 +3,11 @@
  * (src/transports/quic/quic_frame.h): a connection's receive stream cut into the core's frames
  * (quic_rx_feed), fed once whole and once in pieces of fuzzer-chosen sizes, which must give the
  * same messages, bytes and verdict; and the HELLO's identity check (quic_hello_check), whose
- * every acceptance must name a rank that may dial this one with the right nonces.
+ * every acceptance must name a rank that may dial this one with the right nonces; and a
+ * connection's preamble (quic_preamble_decode, quic_preamble_link_check: HELLO then ACK, checked
+ * against a link state the input chooses), whose acceptance must fit that link.
  *
- * Input: u8 selector (even: stream, odd: HELLO alone), then the case's bytes.
+ * Input: u8 selector (% 3: 0 stream, 1 HELLO alone, 2 preamble), then the case's bytes.
  */
 #include "fuzz_check.h"
 #include "transports/quic/quic_frame.h"
@@ -209,12 +211,79 @@ static void check_hello(struct fuzz_in *in)
         FUZZ_CHECK((r == -LITE_ERR_PROTOCOL || r == QUIC_ERR_REFUSE) && why[0] != '\0');
 }
 
+/* Context, link state (u8 flags: state, another connection, resumable; u32 link epoch, u32
+ * this connection's epoch, u64 taken before, u64 queued), then the QUIC_PRE_LEN bytes. */
+static void check_preamble(struct fuzz_in *in)
+{
+    struct ctx x;
+    read_ctx(in, &x);
+    uint8_t f = fuzz_u8(in);
+    struct quic_link_view v = {.server =
+                                   x.hx.dialled < 0, /* as in quic.c: the dialler is the client */
+                               .state = f % 4,
+                               .other_conn = f & 4,
+                               .resumable = f & 8};
+    v.link_epoch = fuzz_u32(in);
+    v.conn_epoch = fuzz_u32(in);
+    v.tx_acked = fuzz_u64(in);
+    v.tx_end = fuzz_u64(in);
+    if (in->n < QUIC_PRE_LEN)
+        return;
+    uint8_t *pre = malloc(QUIC_PRE_LEN); /* exactly its length, as quic.c gathers it */
+    FUZZ_CHECK(pre != NULL);
+    memcpy(pre, in->p, QUIC_PRE_LEN);
+    char why[160] = "";
+    struct quic_preamble p;
+    memset(&p, 0xa5, sizeof(p));
+    int r = quic_preamble_decode(&x.hx, pre, &p, why, sizeof(why));
+    if (r < 0) {
+        FUZZ_CHECK((r == -LITE_ERR_PROTOCOL || r == QUIC_ERR_REFUSE) && why[0] != '\0');
+        free(pre);
+        return;
+    }
+    /* What it decoded is what the two frames say, and the HELLO's sender may say it. */
+    struct lite_wire_hdr h, a;
+    const char *bad = NULL;
+    FUZZ_CHECK(lite_wire_decode(pre, QUIC_FRAME_MAX, &h, &bad) == 0);
+    FUZZ_CHECK(lite_wire_decode(pre + LITE_WIRE_HDR_LEN, QUIC_FRAME_MAX, &a, &bad) == 0);
+    FUZZ_CHECK(h.type == LITE_WIRE_HELLO && h.len == 0);
+    FUZZ_CHECK(a.type == LITE_WIRE_FENCE && a.tag == 0 && a.len == 0);
+    check_accepted(&x.hx, &h, r);
+    FUZZ_CHECK(p.rank == r && p.epoch == h.imm && p.applied == a.key);
+    int rc = quic_preamble_link_check(&v, &p, why, sizeof(why));
+    if (rc < 0) {
+        FUZZ_CHECK((rc == -LITE_ERR_PROTOCOL || rc == QUIC_ERR_REFUSE) && why[0] != '\0');
+    } else {
+        FUZZ_CHECK(rc == 0);
+        /* Resumes from what the peer took before, within what was sent. */
+        FUZZ_CHECK(p.applied >= v.tx_acked && p.applied <= v.tx_end);
+        if (!v.server) {
+            FUZZ_CHECK(p.epoch == v.conn_epoch && !p.takeover);
+        } else if (v.state == QUIC_LINK_INIT) {
+            FUZZ_CHECK(p.epoch == 0 && !v.other_conn && !p.takeover);
+        } else {
+            /* A resume: of a link not lost, for a later epoch; an up link breaks first. */
+            FUZZ_CHECK(v.state != QUIC_LINK_FAILED && v.resumable);
+            FUZZ_CHECK(p.epoch > v.link_epoch);
+            FUZZ_CHECK(p.takeover == (v.state == QUIC_LINK_UP));
+        }
+    }
+    free(pre);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct fuzz_in in = {data, size};
-    if (fuzz_u8(&in) & 1)
-        check_hello(&in);
-    else
+    switch (fuzz_u8(&in) % 3) {
+    case 0:
         check_stream(&in);
+        break;
+    case 1:
+        check_hello(&in);
+        break;
+    default:
+        check_preamble(&in);
+        break;
+    }
     return 0;
 }

@@ -99,6 +99,20 @@ for idx, gid, typ, nd in [(0, bytes([0xFE, 0x80]) + bytes(13) + b"\x01", 2, b"et
 put("rdma_wire", "choose", bytes([3, 3, 0xFF]) + bytes(10) + b"\xff\xff" + bytes([192, 0, 2, 1]) +
     b"eth0\0" + cand)
 put("rdma_wire", "plan", bytes([4]) + struct.pack("<QBIQIQ", 1 << 24, 2, 0, 1 << 20, 4096, 1 << 30))
+# 5 resume: rails, kind (bit 0: RESUMED), link epoch, state (bit 0 ready, 1 retry, 2 frames
+# kept), frames sent, first kept; then RESUME (epoch, rails, frames applied, immediates counted per
+# rail, 28-byte QP ends: msg, then out and in of each rail) or RESUMED (epoch).
+def resume(epoch, rails, applied, imms):
+    return (struct.pack("<IIQ", epoch, rails, applied) + b"".join(struct.pack("<Q", i) for i in imms)
+            + bytes(range(28 * (1 + 2 * rails))))
+
+
+put("rdma_wire", "resume_2rails", bytes([5, 2, 0]) + struct.pack("<IBQQ", 4, 4, 10, 7) +
+    resume(4, 2, 7, [3, 0]))
+put("rdma_wire", "resume_wrong_rails", bytes([5, 1, 0]) + struct.pack("<IBQQ", 4, 0, 10, 0) +
+    resume(4, 2, 10, [3, 0]))
+put("rdma_wire", "resumed", bytes([5, 1, 1]) + struct.pack("<IBQQ", 4, 1, 0, 0) +
+    struct.pack("<I", 4))
 
 # ---- fuzz_config_json: the file itself ----
 put("config_json", "full", b'{"rank": 1, "world_size": 4, "root": "10.0.0.1:29500", '
@@ -141,6 +155,19 @@ put("quic_stream", "client_ca", bytes([0]) + qctx(rank=0, world=3, dialled=1, ce
     struct.pack("<I", 99) + wire(1, tag=1, key=QN, off=QB + 1) + SMALL)
 put("quic_stream", "frame_before_hello", bytes([0]) + qctx() + struct.pack("<I", 3) + SMALL)
 put("quic_stream", "hello_check", bytes([1]) + qctx(rank=3, world=4) + bytes([2, 1, 1]))
+# Preamble (selector 2): context, link state (u8 flags: state 0 init 1 up 2 down 3 failed, 4
+# another connection, 8 resumable; u32 link epoch, u32 this connection's epoch, u64 taken before,
+# u64 queued), then HELLO (rank, this rank's nonce, the sender's, epoch) and ACK (bytes taken).
+def qpre(flags, link_ep, conn_ep, acked, end, rank, epoch, took):
+    return (bytes([flags]) + struct.pack("<IIQQ", link_ep, conn_ep, acked, end) +
+            wire(1, tag=rank, key=QN, off=QB + rank, imm=epoch) + wire(8, key=took))
+
+
+put("quic_stream", "preamble_resume", bytes([2]) + qctx() + qpre(2 | 8, 2, 0, 100, 500, 0, 3, 300))
+put("quic_stream", "preamble_takeover", bytes([2]) + qctx() + qpre(1 | 8, 2, 0, 0, 40, 0, 3, 40))
+put("quic_stream", "preamble_client", bytes([2]) + qctx(rank=0, world=2, dialled=1) +
+    qpre(0, 0, 0, 0, 0, 1, 0, 0))
+put("quic_stream", "preamble_bad_ack", bytes([2]) + qctx() + qpre(0, 0, 0, 0, 10, 0, 0, 11))
 
 
 # ---- fuzz_bootstrap: u8 world - 1, then one frame: u32 magic, type, rank, world, len | payload ----

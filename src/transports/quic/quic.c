@@ -93,7 +93,7 @@
  * of a ping-pong) before it goes alone; two packets or more, or a long one, are acknowledged at
  * once. */
 #define ACK_HOLD_NS (100LL * 1000)
-#define PRE_LEN     (2 * LITE_WIRE_HDR_LEN) /* a connection's preamble: HELLO, then ACK */
+#define PRE_LEN     QUIC_PRE_LEN /* a connection's preamble: HELLO, then ACK */
 /* Redials after a break: 5 ms doubling to 500 ms, each with a jitter of 50-150 %; an attempt
  * whose handshake and preamble are not through in ATTEMPT_NS is abandoned for the next. */
 #define BACKOFF_MIN_MS    5
@@ -104,7 +104,12 @@
 /* Application close codes. BREAK: a connection dropped on purpose (the test hook); a link
  * resumes after it as after any other break. */
 enum { APP_BYE = 1, APP_PROTO = 2, APP_REFUSED = 3, APP_BREAK = 4 };
-enum { LINK_INIT, LINK_UP, LINK_DOWN, LINK_FAILED };
+enum {
+    LINK_INIT = QUIC_LINK_INIT,
+    LINK_UP = QUIC_LINK_UP,
+    LINK_DOWN = QUIC_LINK_DOWN,
+    LINK_FAILED = QUIC_LINK_FAILED
+};
 
 struct qmsg {
     struct qmsg *next;
@@ -816,16 +821,6 @@ static void link_up(struct lite_transport *t, struct qlink *l, struct qconn *c)
 static int preamble_rx(struct qconn *c, char *why, size_t why_len)
 {
     struct lite_transport *t = c->t;
-    struct lite_wire_hdr h, a;
-    const char *bad = NULL;
-    if (lite_wire_decode(c->rpre, QUIC_FRAME_MAX, &h, &bad) < 0) {
-        lite_fmt(why, why_len, "it sent a bad frame (%s)", bad ? bad : "?");
-        return -LITE_ERR_PROTOCOL;
-    }
-    if (h.type != LITE_WIRE_HELLO || h.len) {
-        lite_fmt(why, why_len, "it sent a frame before its HELLO");
-        return -LITE_ERR_PROTOCOL;
-    }
     bool ca = t->sec && t->sec->mode == LITE_SEC_CA;
     struct quic_hello_ctx x = {.rank = t->rank,
                                .world = t->world,
@@ -834,64 +829,39 @@ static int preamble_rx(struct qconn *c, char *why, size_t why_len)
                                .dialled = c->dialled,
                                .cert_checked = ca,
                                .cert_rank = ca ? quic_tls_peer_rank(c->tls) : -1};
-    int r = quic_hello_check(&x, &h, why, why_len);
+    struct quic_preamble p;
+    int r = quic_preamble_decode(&x, c->rpre, &p, why, why_len);
     if (r < 0)
         return r;
-    if (lite_wire_decode(c->rpre + LITE_WIRE_HDR_LEN, QUIC_FRAME_MAX, &a, &bad) < 0 ||
-        a.type != LITE_WIRE_FENCE || a.tag || a.len) {
-        lite_fmt(why, why_len, "its HELLO is not followed by an ACK");
-        return -LITE_ERR_PROTOCOL;
-    }
     struct qlink *l = &t->links[r];
+    struct quic_link_view v = {.server = c->server,
+                               .state = l->state,
+                               .other_conn = l->c && l->c != c && !l->c->dead,
+                               .resumable = t->reconnect_ms > 0,
+                               .link_epoch = l->epoch,
+                               .conn_epoch = c->epoch,
+                               .tx_acked = l->tx_acked,
+                               .tx_end = l->tx_end};
+    int rc = quic_preamble_link_check(&v, &p, why, why_len);
+    if (rc < 0)
+        return rc;
     if (c->server) {
-        if (l->state == LINK_INIT) {
-            if (l->c && l->c != c && !l->c->dead) {
-                lite_fmt(why, why_len, "rank %d is connected already (a second connection)", r);
-                return -LITE_ERR_PROTOCOL;
-            }
-            if (h.imm) {
-                lite_fmt(why, why_len, "it resumes (epoch %u) a link this rank never had", h.imm);
-                return -LITE_ERR_PROTOCOL;
-            }
-        } else if (l->state == LINK_FAILED || t->reconnect_ms <= 0) {
-            lite_fmt(why, why_len, "it resumes the link to rank %d, which is lost already", r);
-            return QUIC_ERR_REFUSE;
-        } else if (h.imm <= l->epoch) {
-            lite_fmt(why, why_len,
-                     "it resumes epoch %u of rank %d's link, at %u already (a late "
-                     "attempt)",
-                     h.imm, r, l->epoch);
-            return QUIC_ERR_REFUSE;
-        } else if (l->state == LINK_UP) {
-            /* The peer saw a break first: this side breaks too, and resumes. */
+        if (p.takeover) /* the peer saw a break first: this side breaks too, and resumes */
             link_down(t, l, "the peer reconnected (it saw the connection break)");
-        }
         if (l->c && l->c != c)
             conn_kill(l->c);
         l->c = c;
         t->by_rank[r] = c;
-        l->epoch = h.imm;
-        c->epoch = h.imm;
+        l->epoch = p.epoch;
+        c->epoch = p.epoch;
         lite_fmt(c->desc, sizeof(c->desc), "rank %d", r);
         if (t->strangers)
             t->strangers--;
-    } else if (h.imm != c->epoch) {
-        lite_fmt(why, why_len, "its HELLO names epoch %u, this connection is epoch %u", h.imm,
-                 c->epoch);
-        return -LITE_ERR_PROTOCOL;
     }
     c->peer = r;
-    if (a.key < l->tx_acked || a.key > l->tx_end) {
-        lite_fmt(why, why_len,
-                 "it says it took %llu bytes of this rank's link stream, which has %llu (%llu "
-                 "taken before)",
-                 (unsigned long long)a.key, (unsigned long long)l->tx_end,
-                 (unsigned long long)l->tx_acked);
-        return -LITE_ERR_PROTOCOL;
-    }
     if (c->server)
         make_preamble(t, c, r);
-    link_tx_start(t, l, c, a.key);
+    link_tx_start(t, l, c, p.applied);
     c->hello_rx = true;
     link_up(t, l, c);
     return 0;

@@ -2,9 +2,10 @@
  * quic_frame.h - what the quic backend decodes from a peer itself (ngtcp2 decodes the packets):
  * the bytes of a connection's receive stream cut into the core's frames (src/core/wire.c: a
  * 48-byte header, then the payload) however the packets split them, and the check of the
- * HELLO, the first frame, which names the sender's rank and carries the bootstrap nonces.
- * Header-only and free of ngtcp2, so the fuzz target (tests/fuzz/fuzz_quic_stream.c) runs it
- * as quic.c does.
+ * HELLO, the first frame, which names the sender's rank and carries the bootstrap nonces; and
+ * the preamble a connection of a link starts with (HELLO, then ACK: the link bytes the peer
+ * took), checked against the link it joins. Header-only and free of ngtcp2, so the fuzz target
+ * (tests/fuzz/fuzz_quic_stream.c) runs it as quic.c does.
  */
 #ifndef LITE_QUIC_FRAME_H
 #define LITE_QUIC_FRAME_H
@@ -192,6 +193,106 @@ static inline int quic_hello_check(const struct quic_hello_ctx *x, const struct 
         return QUIC_ERR_REFUSE;
     }
     return r;
+}
+
+/* ---- a connection's preamble: HELLO (rank, both incarnations, epoch), then ACK ---- */
+
+#define QUIC_PRE_LEN (2 * LITE_WIRE_HDR_LEN)
+
+enum { QUIC_LINK_INIT, QUIC_LINK_UP, QUIC_LINK_DOWN, QUIC_LINK_FAILED };
+
+/* What the peer's preamble says. */
+struct quic_preamble {
+    int rank;         /* the sender (quic_hello_check) */
+    uint32_t epoch;   /* the link epoch its HELLO names */
+    uint64_t applied; /* its ACK: bytes of this side's link stream it took */
+    bool takeover;    /* server: the link is up here, the peer saw a break first: break it */
+};
+
+/* The link the preamble's rank names, as this side has it. */
+struct quic_link_view {
+    bool server;         /* this side accepted the connection */
+    int state;           /* QUIC_LINK_* */
+    bool other_conn;     /* another live connection carries the link already */
+    bool resumable;      /* reconnection is on */
+    uint32_t link_epoch; /* the link's epoch */
+    uint32_t conn_epoch; /* client: the epoch this connection was dialled for */
+    uint64_t tx_acked;   /* link bytes the peer took before */
+    uint64_t tx_end;     /* link bytes queued so far */
+};
+
+/* Decode the QUIC_PRE_LEN bytes of a preamble and check its HELLO: the sender's rank (>= 0,
+ * out filled but for takeover), or a negative code with why filled. */
+static inline int quic_preamble_decode(const struct quic_hello_ctx *x, const uint8_t *pre,
+                                       struct quic_preamble *out, char *why, size_t why_len)
+{
+    struct lite_wire_hdr h, a;
+    const char *bad = NULL;
+    if (lite_wire_decode(pre, QUIC_FRAME_MAX, &h, &bad) < 0) {
+        lite_fmt(why, why_len, "it sent a bad frame (%s)", bad ? bad : "?");
+        return -LITE_ERR_PROTOCOL;
+    }
+    if (h.type != LITE_WIRE_HELLO || h.len) {
+        lite_fmt(why, why_len, "it sent a frame before its HELLO");
+        return -LITE_ERR_PROTOCOL;
+    }
+    int r = quic_hello_check(x, &h, why, why_len);
+    if (r < 0)
+        return r;
+    if (lite_wire_decode(pre + LITE_WIRE_HDR_LEN, QUIC_FRAME_MAX, &a, &bad) < 0 ||
+        a.type != LITE_WIRE_FENCE || a.tag || a.len) {
+        lite_fmt(why, why_len, "its HELLO is not followed by an ACK");
+        return -LITE_ERR_PROTOCOL;
+    }
+    *out = (struct quic_preamble){.rank = r, .epoch = h.imm, .applied = a.key};
+    return r;
+}
+
+/* Check a decoded preamble against its link (every check before anything changes): 0, with
+ * p->takeover set, or a negative code with why filled (QUIC_ERR_REFUSE: a late or lost
+ * resume, refused without a protocol error). */
+static inline int quic_preamble_link_check(const struct quic_link_view *v, struct quic_preamble *p,
+                                           char *why, size_t why_len)
+{
+    p->takeover = false;
+    if (v->server) {
+        if (v->state == QUIC_LINK_INIT) {
+            if (v->other_conn) {
+                lite_fmt(why, why_len, "rank %d is connected already (a second connection)",
+                         p->rank);
+                return -LITE_ERR_PROTOCOL;
+            }
+            if (p->epoch) {
+                lite_fmt(why, why_len, "it resumes (epoch %u) a link this rank never had",
+                         p->epoch);
+                return -LITE_ERR_PROTOCOL;
+            }
+        } else if (v->state == QUIC_LINK_FAILED || !v->resumable) {
+            lite_fmt(why, why_len, "it resumes the link to rank %d, which is lost already",
+                     p->rank);
+            return QUIC_ERR_REFUSE;
+        } else if (p->epoch <= v->link_epoch) {
+            lite_fmt(why, why_len,
+                     "it resumes epoch %u of rank %d's link, at %u already (a late attempt)",
+                     p->epoch, p->rank, v->link_epoch);
+            return QUIC_ERR_REFUSE;
+        } else if (v->state == QUIC_LINK_UP) {
+            p->takeover = true;
+        }
+    } else if (p->epoch != v->conn_epoch) {
+        lite_fmt(why, why_len, "its HELLO names epoch %u, this connection is epoch %u", p->epoch,
+                 v->conn_epoch);
+        return -LITE_ERR_PROTOCOL;
+    }
+    if (p->applied < v->tx_acked || p->applied > v->tx_end) {
+        lite_fmt(why, why_len,
+                 "it says it took %llu bytes of this rank's link stream, which has %llu (%llu "
+                 "taken before)",
+                 (unsigned long long)p->applied, (unsigned long long)v->tx_end,
+                 (unsigned long long)v->tx_acked);
+        return -LITE_ERR_PROTOCOL;
+    }
+    return 0;
 }
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * rdma_credit.c - receive-window accounting and the SEND frame header.
+ * rdma_credit.c - receive-window accounting, the SEND frame header, and the decode of the
+ * side channel's resumption messages (RESUME, RESUMED).
  *
  * A SEND (or an RDMA write with immediate) that reaches a queue pair with no posted receive is
  * answered "receiver not ready" and retried by the NIC: slow, and with rnr_retry 0 (what this
@@ -141,4 +142,56 @@ uint64_t lite_rdma_frag_count(uint64_t len, uint32_t slot)
         return 1;
     uint64_t rest = len - first;
     return 1 + rest / cont + (rest % cont != 0);
+}
+
+/* ---- RESUME / RESUMED ---- */
+
+_Static_assert(LITE_MAX_RAILS <= LITE_RDMA_RESUME_MAX_RAIL, "a RESUME holds every rail");
+
+int lite_rdma_resume_decode(const uint8_t *p, size_t len, uint32_t nrails,
+                            struct lite_rdma_resume *m, const char **why)
+{
+    if (len < LITE_RDMA_RESUME_FIXED) {
+        *why = "a RESUME shorter than its fixed part";
+        return -LITE_ERR_PROTOCOL;
+    }
+    uint32_t nr = lite_get32(p + 4);
+    /* nr is compared first: the size below cannot overflow */
+    if (nr != nrails || nr > LITE_RDMA_RESUME_MAX_RAIL ||
+        len != LITE_RDMA_RESUME_FIXED + 8 * (size_t)nr +
+                   LITE_RDMA_RESUME_EP_LEN * (1 + 2 * (size_t)nr)) {
+        *why = "a RESUME of the wrong size";
+        return -LITE_ERR_PROTOCOL;
+    }
+    m->epoch = lite_get32(p);
+    m->nrails = nr;
+    m->applied = lite_get64(p + 8);
+    for (uint32_t r = 0; r < nr; r++)
+        m->imm_applied[r] = lite_get64(p + LITE_RDMA_RESUME_FIXED + 8 * r);
+    m->eps = p + LITE_RDMA_RESUME_FIXED + 8 * (size_t)nr;
+    return 0;
+}
+
+bool lite_rdma_resume_frames_ok(uint64_t applied, uint64_t tx_seq, bool kept, uint64_t kept_seq)
+{
+    return !(applied > tx_seq || (kept && kept_seq != applied) || (!kept && applied != tx_seq));
+}
+
+int lite_rdma_resumed_decode(const uint8_t *p, size_t len, uint32_t *epoch)
+{
+    if (len != 4)
+        return -LITE_ERR_PROTOCOL;
+    *epoch = lite_get32(p);
+    return 0;
+}
+
+int lite_rdma_resumed_check(bool ready, bool retry, uint32_t link_epoch, uint32_t epoch)
+{
+    if (ready && retry)
+        return 0; /* our QPs could not be connected: the next progress breaks the link again */
+    if (ready && epoch == link_epoch)
+        return 1;
+    if (epoch >= link_epoch)
+        return -LITE_ERR_PROTOCOL;
+    return 0; /* for an earlier epoch: late */
 }

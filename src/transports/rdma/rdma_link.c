@@ -11,9 +11,9 @@
  *      what was in flight: the bytes of every SEND frame not known complete (with its number)
  *      and the one-sided WRs of each rail in posting order;
  *   2. it replaces the QPs by new ones (new QP numbers and PSNs, a new epoch that makes the
- *      old QPs' late completions stale), posts every receive again, and sends RESUME: the link epoch, the number of the peer's
- *      SEND frames it applied, the number of the peer's immediates it counted per rail, and
- *      its QPs' ends;
+ *      old QPs' late completions stale), posts every receive again, and sends RESUME: the link
+ *      epoch, the number of the peer's SEND frames it applied, the number of the peer's
+ *      immediates it counted per rail, and its QPs' ends (lite_rdma_resume_decode reads it);
  *   3. with the peer's RESUME it drops the frames the peer applied, counts the immediates the
  *      peer counted (and the writes before them on that rail, executed in order) as complete,
  *      connects its QPs to the peer's new ends and answers RESUMED;
@@ -32,7 +32,8 @@
 
 #include "transports/rdma/rdma_int.h"
 
-#define RESUME_FIXED 16 /* u32 epoch | u32 rails | u64 SEND frames applied */
+#define RESUME_FIXED LITE_RDMA_RESUME_FIXED /* u32 epoch | u32 rails | u64 SEND frames applied */
+_Static_assert(LITE_RDMA_EP_LEN == LITE_RDMA_RESUME_EP_LEN, "RESUME's QP ends are eps_put's");
 
 void lite_rdma_link_break(struct lite_transport *t, struct lite_rdma_conn *c, const char *why)
 {
@@ -203,8 +204,8 @@ static int drop_applied_frames(struct lite_rdma_conn *c, uint64_t applied, char 
         c->replay = f->next;
         free(f);
     }
-    if (applied > c->tx_seq || (c->replay && c->replay->seq != applied) ||
-        (!c->replay && applied != c->tx_seq)) {
+    if (!lite_rdma_resume_frames_ok(applied, c->tx_seq, c->replay != NULL,
+                                    c->replay ? c->replay->seq : 0)) {
         lite_fmt(w, wl,
                  "the peer applied %llu of our %llu message frames, and frames from %llu on are "
                  "kept",
@@ -263,11 +264,13 @@ static int drop_applied_rma(struct lite_transport *t, struct lite_rdma_conn *c, 
 static int on_resume(struct lite_transport *t, struct lite_rdma_conn *c, const uint8_t *p,
                      uint16_t len, char *w, size_t wl)
 {
-    uint32_t e = lite_get32(p), nr = lite_get32(p + 4);
-    if (nr != c->nrails || len != RESUME_FIXED + 8 * nr + LITE_RDMA_EP_LEN * (1 + 2 * (size_t)nr)) {
-        lite_fmt(w, wl, "a RESUME of the wrong size");
+    struct lite_rdma_resume m;
+    const char *bad = "";
+    if (lite_rdma_resume_decode(p, len, c->nrails, &m, &bad) < 0) {
+        lite_fmt(w, wl, "%s", bad);
         return -LITE_ERR_PROTOCOL;
     }
+    uint32_t e = m.epoch, nr = m.nrails;
     if ((c->state == CONN_UP || c->state == CONN_READY) && e == c->link_epoch + 1) {
         if (c->state == CONN_UP)
             lite_fmt(c->brk_why, sizeof(c->brk_why), "rank %d re-establishes the link", c->peer);
@@ -279,9 +282,9 @@ static int on_resume(struct lite_transport *t, struct lite_rdma_conn *c, const u
         lite_fmt(w, wl, "a RESUME for link epoch %u at epoch %u", e, c->link_epoch);
         return -LITE_ERR_PROTOCOL;
     }
-    int rc = drop_applied_frames(c, lite_get64(p + 8), w, wl);
+    int rc = drop_applied_frames(c, m.applied, w, wl);
     for (uint32_t r = 0; !rc && r < nr; r++)
-        rc = drop_applied_rma(t, c, r, lite_get64(p + RESUME_FIXED + 8 * r), w, wl);
+        rc = drop_applied_rma(t, c, r, m.imm_applied[r], w, wl);
     if (rc)
         return rc;
     if (c->state != CONN_BROKEN)
@@ -289,7 +292,7 @@ static int on_resume(struct lite_transport *t, struct lite_rdma_conn *c, const u
     lite_rdma_window_init(&c->msg_win, c->msg_win.depth);
     for (uint32_t r = 0; r < nr; r++)
         lite_rdma_window_init(&c->imm_win[r], c->imm_win[r].depth);
-    rc = lite_rdma_sc_eps_apply(t, c, p + RESUME_FIXED + 8 * nr);
+    rc = lite_rdma_sc_eps_apply(t, c, m.eps);
     if (rc) {
         /* Seen on Soft-RoCE: a QP back in the error state after its reset (the device was
          * still finishing a packet). Break again: the peer, connected and waiting for our
@@ -316,13 +319,14 @@ int lite_rdma_link_frame(struct lite_transport *t, struct lite_rdma_conn *c, uin
         return 0; /* a test: this rank never resumes */
     char w[160] = "";
     int rc = 0;
+    uint32_t e = 0;
     if (type == SC_RESUME) {
-        rc = len >= RESUME_FIXED ? on_resume(t, c, p, len, w, sizeof(w)) : -LITE_ERR_PROTOCOL;
-    } else if (len != 4) {
-        rc = -LITE_ERR_PROTOCOL;
-    } else if (c->state == CONN_READY && c->brk) {
-        /* our QPs could not be connected: the next progress breaks the link again */
-    } else if (c->state == CONN_READY && lite_get32(p) == c->link_epoch) {
+        rc = on_resume(t, c, p, len, w, sizeof(w));
+    } else if ((rc = lite_rdma_resumed_decode(p, len, &e)) < 0) {
+        /* rc says it */
+    } else if ((rc = lite_rdma_resumed_check(c->state == CONN_READY, c->brk, c->link_epoch, e)) ==
+               1) {
+        rc = 0;
         c->state = CONN_UP;
         c->resumes++;
         uint64_t nf = 0, nw = 0;
@@ -335,10 +339,8 @@ int lite_rdma_link_frame(struct lite_transport *t, struct lite_rdma_conn *c, uin
                   t->rank, c->peer, c->link_epoch, (double)(lite_now_ns() - c->down_ns) / 1e6,
                   c->attempts, (unsigned long long)nf, (unsigned long long)nw);
         t->link_work = true; /* the replay goes from the next progress */
-    } else if (lite_get32(p) >= c->link_epoch) {
-        lite_fmt(w, sizeof(w), "a RESUMED for link epoch %u at epoch %u", lite_get32(p),
-                 c->link_epoch);
-        rc = -LITE_ERR_PROTOCOL;
+    } else if (rc < 0) {
+        lite_fmt(w, sizeof(w), "a RESUMED for link epoch %u at epoch %u", e, c->link_epoch);
     }
     if (rc && c->state != CONN_DEAD) {
         char b[224];

@@ -162,4 +162,37 @@ int lite_rdma_frame_decode(const uint8_t *in, size_t n, struct lite_rdma_frame *
 /* How many SENDs a message of `len` payload bytes takes with `slot` bytes per receive buffer. */
 uint64_t lite_rdma_frag_count(uint64_t len, uint32_t slot);
 
+/*
+ * ---- link resumption (rdma_link.c), over the side channel ----
+ * RESUME: u32 link epoch | u32 rails | u64 the peer's SEND frames applied | rails x u64 the
+ * peer's immediates counted per rail | the sender's new QP ends (LITE_RDMA_RESUME_EP_LEN each:
+ * msg, then out and in of each rail). RESUMED: u32 link epoch.
+ */
+#define LITE_RDMA_RESUME_FIXED    16
+#define LITE_RDMA_RESUME_EP_LEN   28
+#define LITE_RDMA_RESUME_MAX_RAIL 8
+
+struct lite_rdma_resume {
+    uint32_t epoch, nrails;
+    uint64_t applied;                                /* our SEND frames the peer applied */
+    uint64_t imm_applied[LITE_RDMA_RESUME_MAX_RAIL]; /* our immediates it counted, per rail */
+    const uint8_t *eps; /* its QP ends: LITE_RDMA_RESUME_EP_LEN * (1 + 2 * nrails) bytes */
+};
+
+/* Decode a RESUME of `len` bytes for a link of `nrails` rails (at most
+ * LITE_RDMA_RESUME_MAX_RAIL): 0, or -LITE_ERR_PROTOCOL with a reason (the wrong size, another
+ * rail count). m->eps points into p. */
+int lite_rdma_resume_decode(const uint8_t *p, size_t len, uint32_t nrails,
+                            struct lite_rdma_resume *m, const char **why);
+/* After the frames the peer applied were dropped from the kept ones: is `applied` the count
+ * this side can resume at? tx_seq frames were sent; `kept` tells whether some are still kept,
+ * the first of them numbered kept_seq. */
+bool lite_rdma_resume_frames_ok(uint64_t applied, uint64_t tx_seq, bool kept, uint64_t kept_seq);
+/* Decode a RESUMED of `len` bytes: 0 with *epoch, or -LITE_ERR_PROTOCOL. */
+int lite_rdma_resumed_decode(const uint8_t *p, size_t len, uint32_t *epoch);
+/* What a RESUMED for `epoch` does to a link at link_epoch (ready: this side's QPs are connected
+ * to the peer's; retry: they could not be, a new break is due): 1 the link is up, 0 ignored (a
+ * late one), or -LITE_ERR_PROTOCOL. */
+int lite_rdma_resumed_check(bool ready, bool retry, uint32_t link_epoch, uint32_t epoch);
+
 #endif /* LITE_RDMA_LOGIC_H */
